@@ -1,0 +1,37 @@
+# Two commands do all set-up on a fresh machine: `make demo` and `make test`.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test lint typecheck bench clean system-deps
+
+$(STAMP): pyproject.toml
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[dev]'
+	touch $(STAMP)
+
+# Debian packages later problems need (stress-ng for interference profiling); best effort:
+# without root or a network the project still runs, and the profiler says what is missing.
+system-deps:
+	@command -v stress-ng >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq stress-ng >/dev/null \
+	    || echo "note: could not install stress-ng"; \
+	  else echo "note: stress-ng is not installed (sudo apt-get install stress-ng)"; fi; }
+
+demo: $(STAMP) system-deps
+	$(BIN)/edgewise demo
+
+test: $(STAMP)
+	$(BIN)/pytest
+
+lint: $(STAMP)
+	$(BIN)/ruff check src tests
+	$(BIN)/mypy
+
+bench: $(STAMP)
+	$(BIN)/edgewise bench runtime
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,19 @@
+"""The world model: devices, links, sites, background apps, the device catalog, cluster files."""
+
+from edgewise.cluster.catalog import DeviceType, catalog, device_type
+from edgewise.cluster.model import BackgroundApp, Cluster, Device, Link, Role, Site
+from edgewise.cluster.schema import cluster_from_dict, load_cluster
+
+__all__ = [
+    "BackgroundApp",
+    "Cluster",
+    "Device",
+    "DeviceType",
+    "Link",
+    "Role",
+    "Site",
+    "catalog",
+    "cluster_from_dict",
+    "device_type",
+    "load_cluster",
+]
