@@ -3,6 +3,15 @@
 from edgewise.cluster.catalog import DeviceType, catalog, device_type
 from edgewise.cluster.model import BackgroundApp, Cluster, Device, Link, Role, Site
 from edgewise.cluster.schema import cluster_from_dict, load_cluster
+from edgewise.cluster.topology import (
+    clustered,
+    grid,
+    random_cluster,
+    random_geometric,
+    ring,
+    seifer_bandwidth_mbps,
+    seifer_positions,
+)
 
 __all__ = [
     "BackgroundApp",
@@ -14,6 +23,13 @@ __all__ = [
     "Site",
     "catalog",
     "cluster_from_dict",
+    "clustered",
     "device_type",
+    "grid",
     "load_cluster",
+    "random_cluster",
+    "random_geometric",
+    "ring",
+    "seifer_bandwidth_mbps",
+    "seifer_positions",
 ]

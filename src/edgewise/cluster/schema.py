@@ -79,7 +79,9 @@ class ClusterFile(_Strict):
         known = set(names)
         refs = [(f"links[{i}].between", n) for i, lk in enumerate(self.links) for n in lk.between]
         refs += [(f"sites[{i}].devices", n) for i, s in enumerate(self.sites) for n in s.devices]
-        refs += [(f"background_apps[{i}].device", a.device) for i, a in enumerate(self.background_apps)]
+        refs += [
+            (f"background_apps[{i}].device", a.device) for i, a in enumerate(self.background_apps)
+        ]
         for where, name in refs:
             if name not in known:
                 raise ValueError(f"{where}: no device named {name!r}")

@@ -1,0 +1,60 @@
+"""Small trainable models for the runtime and the benchmarks."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from edgewise.errors import ConfigError
+
+__all__ = ["MODELS", "OPTIMIZERS", "DigitsCNN", "build_model", "make_optimizer"]
+
+
+class DigitsCNN(nn.Module):
+    """A small CNN for 8x8 digits: two 3x3 convolutions, a max-pool and two dense layers
+    (about 38k parameters, 150 KB in float32)."""
+
+    def __init__(self, n_classes: int = 10, width: int = 16) -> None:
+        super().__init__()
+        self.features = nn.Sequential(
+            nn.Conv2d(1, width, 3, padding=1),
+            nn.ReLU(),
+            nn.Conv2d(width, 2 * width, 3, padding=1),
+            nn.ReLU(),
+            nn.MaxPool2d(2),
+        )
+        self.head = nn.Sequential(
+            nn.Flatten(),
+            nn.Linear(2 * width * 4 * 4, 64),
+            nn.ReLU(),
+            nn.Linear(64, n_classes),
+        )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        out: torch.Tensor = self.head(self.features(x))
+        return out
+
+
+MODELS = {"digits-cnn": DigitsCNN}
+
+
+def build_model(name: str, seed: int = 0) -> nn.Module:
+    """A freshly initialised model by name, its weights fixed by ``seed``."""
+    if name not in MODELS:
+        raise ConfigError(f"unknown model {name!r}; known: {', '.join(MODELS)}", field="model")
+    torch.manual_seed(seed)
+    return MODELS[name]()
+
+
+OPTIMIZERS = ("adam", "sgd")
+
+
+def make_optimizer(name: str, model: nn.Module, lr: float, momentum: float = 0.0) -> torch.optim.Optimizer:
+    """The parameter server's optimiser. Adam is the default: with asynchronous workers the
+    gradients are stale, and stale gradients with heavy SGD momentum oscillate."""
+    if name == "adam":
+        return torch.optim.Adam(model.parameters(), lr=lr)
+    if name == "sgd":
+        return torch.optim.SGD(model.parameters(), lr=lr, momentum=momentum)
+    raise ConfigError(f"unknown optimizer {name!r}; known: {', '.join(OPTIMIZERS)}",
+                      field="optimizer")

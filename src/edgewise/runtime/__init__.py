@@ -1,0 +1,1 @@
+"""Carrying plans out on Ray: cluster, transport, parameter server, stages, faults."""

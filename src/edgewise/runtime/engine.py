@@ -1,0 +1,171 @@
+"""Runs a model update on Ray: data store, parameter server and workers, epoch by epoch,
+re-triggered from the last checkpoint when a worker or a device is lost (Deep-Edge §IV-D)."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import ray
+from numpy.typing import NDArray
+
+from edgewise.cluster.model import Cluster
+from edgewise.errors import RuntimeFault
+from edgewise.nn.data import shard_indices
+from edgewise.runtime.datastore import DataStore
+from edgewise.runtime.health import StrikeLedger
+from edgewise.runtime.launch import Attempt, Interrupted, await_all, launch, monitor_handle
+from edgewise.runtime.plan import TrainConfig, TrainPlan, equal_plan
+from edgewise.runtime.ray_cluster import RayRuntime
+from edgewise.runtime.transport import decode
+
+__all__ = ["EpochRecord", "Interruption", "TrainResult", "train"]
+
+Replan = Callable[[Cluster, int, TrainPlan], TrainPlan]
+Events = Callable[[str, dict[str, Any]], None]
+
+
+@dataclass(frozen=True, slots=True)
+class EpochRecord:
+    """One completed epoch: accuracy, timing, and the ids of the samples it trained."""
+
+    epoch: int
+    val_accuracy: float
+    wall_seconds: float
+    samples_per_second: float
+    workers: tuple[str, ...]
+    applied_ids: NDArray[np.int64] = field(repr=False)
+    worker_stats: dict[str, dict[str, float]] = field(repr=False, default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Interruption:
+    """A lost worker or device, when it was detected and what followed."""
+
+    device: str
+    member: str
+    reason: str
+    epoch: int
+    detected_at: float
+    strikes: int
+
+
+@dataclass(frozen=True, slots=True)
+class TrainResult:
+    job_id: str
+    epochs: tuple[EpochRecord, ...]
+    interruptions: tuple[Interruption, ...]
+    final_plan: TrainPlan
+    strikes: dict[str, int]
+    shipped_bytes: dict[str, int]
+    transport_bytes: dict[str, dict[str, int]]
+    checkpoint: Path | None
+    seconds: float
+
+    @property
+    def val_accuracy(self) -> float:
+        return self.epochs[-1].val_accuracy if self.epochs else float("nan")
+
+
+def _default_replan(cluster: Cluster, n_samples: int, previous: TrainPlan) -> TrainPlan:
+    batch = max(previous.batch_sizes.values())
+    return equal_plan(cluster, n_samples, batch)
+
+
+def _save(path: Path | None, epoch: int, frame: bytes) -> Path | None:
+    if path is None:
+        return None
+    path.mkdir(parents=True, exist_ok=True)
+    target = path / f"epoch-{epoch:04d}.ewt"
+    tmp = target.with_suffix(".tmp")
+    tmp.write_bytes(frame)
+    tmp.replace(target)
+    return target
+
+
+class _Job:
+    """The state that survives attempts: checkpoint, records, strikes."""
+
+    def __init__(self, runtime: RayRuntime, config: TrainConfig, ledger: StrikeLedger,
+                 events: Events, checkpoint_dir: Path | None) -> None:
+        self.runtime, self.config, self.ledger, self.events = runtime, config, ledger, events
+        self.checkpoint_dir = checkpoint_dir
+        self.job_id = uuid.uuid4().hex[:8]
+        self.records: list[EpochRecord] = []
+        self.interruptions: list[Interruption] = []
+        self.checkpoint: bytes | None = None
+        self.checkpoint_path: Path | None = None
+        self.transport: dict[str, dict[str, int]] = {}
+
+    def run_attempt(self, attempt: Attempt) -> None:
+        while len(self.records) < self.config.epochs:
+            epoch = len(self.records)
+            self.events("epoch_start", {"epoch": epoch, "workers": attempt.plan.workers})
+            t0 = time.perf_counter()
+            ray.get(attempt.ps.begin_epoch.remote(epoch, list(attempt.workers)))
+            stats = await_all(attempt, {w: h.run_epoch.remote(epoch) for w, h in attempt.workers.items()},
+                              self.config.heartbeat_s, self.events)
+            out = ray.get(attempt.ps.finish_epoch.remote())
+            wall = time.perf_counter() - t0
+            ids = decode(out["applied_ids"]).arrays["ids"].copy()
+            self.checkpoint = out["checkpoint"]
+            self.checkpoint_path = _save(self.checkpoint_dir, epoch, out["checkpoint"])
+            record = EpochRecord(epoch, out["val_accuracy"], wall, len(ids) / wall,
+                                 attempt.plan.workers, ids, stats)
+            self.records.append(record)
+            self.events("epoch_end", {"epoch": epoch, "record": record})
+        for w, h in attempt.workers.items():
+            self.transport[w] = ray.get(h.bytes_sent.remote())
+
+    def interrupted(self, lost: Interrupted) -> None:
+        epoch = len(self.records)
+        for device, member, reason in lost.members:
+            count = self.ledger.strike(device)
+            item = Interruption(device, member, reason, epoch, lost.detected_at, count)
+            self.interruptions.append(item)
+            self.events("interrupted", {"interruption": item})
+
+
+def train(runtime: RayRuntime, config: TrainConfig, plan: TrainPlan, *,
+          ledger: StrikeLedger | None = None, replan: Replan = _default_replan,
+          events: Events | None = None, checkpoint_dir: Path | None = None) -> TrainResult:
+    """Train ``config.epochs`` epochs under ``plan``; on a lost worker or device stop the
+    others, strike the device, re-plan without struck-out devices and resume from the last
+    checkpoint. Raises RuntimeFault after ``config.max_restarts`` restarts."""
+    started = time.perf_counter()
+    ledger = ledger or StrikeLedger()
+    job = _Job(runtime, config, ledger, events or (lambda kind, data: None), checkpoint_dir)
+    monitor = monitor_handle(runtime, config.heartbeat_s)
+    store = DataStore.options(**runtime.actor_options(plan.store_device, 256)).remote(  # type: ignore[attr-defined]
+        "digits", config.seed, config.compression)
+    n_samples: int = ray.get(store.size.remote())
+    plan.validate(runtime.cluster, n_samples)
+    validation: bytes = ray.get(store.validation.remote())
+    for restart in range(config.max_restarts + 1):
+        rng = np.random.default_rng([config.seed, restart])
+        positions = shard_indices(n_samples, dict(plan.shards), rng)
+        attempt = launch(runtime, config, plan, job.job_id, restart, monitor, store,
+                         positions, validation, job.checkpoint)
+        try:
+            job.run_attempt(attempt)
+            break
+        except Interrupted as lost:
+            job.interrupted(lost)
+            attempt.teardown()
+            healthy = runtime.cluster.without(ledger.struck_out(runtime.cluster.device_names))
+            plan = replan(healthy, n_samples, plan)
+            job.events("restart", {"restart": restart + 1, "plan": plan})
+        finally:
+            attempt.teardown()
+    else:
+        raise RuntimeFault(f"gave up after {config.max_restarts} restarts")
+    shipped: dict[str, int] = ray.get(store.shipped.remote())
+    ray.kill(store)
+    return TrainResult(job.job_id, tuple(job.records), tuple(job.interruptions), plan,
+                       dict(ledger.counts), shipped, job.transport, job.checkpoint_path,
+                       time.perf_counter() - started)

@@ -1,0 +1,131 @@
+"""Health bookkeeping without Ray: heartbeat table, fault directives and the strike ledger."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+__all__ = ["DEAD_AFTER_PERIODS", "Directive", "FaultBoard", "HeartbeatTable", "Member",
+           "StrikeLedger"]
+
+# A member is dead after 1.5 silent periods; checked every quarter period, a crash is
+# detected within 1.5 + 0.25 < 2 heartbeat periods of the last beat it sent.
+DEAD_AFTER_PERIODS = 1.5
+
+
+@dataclass(frozen=True, slots=True)
+class Member:
+    """Something that sends heartbeats: a worker, a parameter server or a device agent."""
+
+    name: str
+    kind: str
+    device: str
+
+
+@dataclass(frozen=True, slots=True)
+class Directive:
+    """What the control plane tells a member with its heartbeat reply."""
+
+    stall_until: float = 0.0
+    cut_links: tuple[tuple[str, str], ...] = ()
+
+    def to_json(self) -> dict[str, object]:
+        return {"stall_until": self.stall_until, "cut_links": [list(p) for p in self.cut_links]}
+
+    @staticmethod
+    def from_json(data: dict[str, object]) -> Directive:
+        raw = data.get("cut_links", [])
+        pairs = tuple((str(p[0]), str(p[1])) for p in raw) if isinstance(raw, list) else ()
+        stall = data.get("stall_until", 0.0)
+        return Directive(float(stall) if isinstance(stall, int | float) else 0.0, pairs)
+
+
+@dataclass
+class HeartbeatTable:
+    """Last heartbeat time of every registered member."""
+
+    period_s: float
+    members: dict[str, Member] = field(default_factory=dict)
+    last_beat: dict[str, float] = field(default_factory=dict)
+
+    def register(self, member: Member, now: float) -> None:
+        self.members[member.name] = member
+        self.last_beat[member.name] = now
+
+    def unregister(self, name: str) -> None:
+        self.members.pop(name, None)
+        self.last_beat.pop(name, None)
+
+    def beat(self, name: str, now: float) -> None:
+        if name in self.members:
+            self.last_beat[name] = now
+
+    def dead(self, now: float) -> list[tuple[Member, float]]:
+        """Members silent for more than DEAD_AFTER_PERIODS periods, with their silence."""
+        limit = DEAD_AFTER_PERIODS * self.period_s
+        return [
+            (self.members[n], now - t) for n, t in self.last_beat.items() if now - t > limit
+        ]
+
+
+@dataclass
+class FaultBoard:
+    """Injected faults that members learn of through heartbeat replies."""
+
+    stalled_until: dict[str, float] = field(default_factory=dict)
+    cut_until: dict[frozenset[str], float] = field(default_factory=dict)
+
+    def stall(self, device: str, until: float) -> None:
+        self.stalled_until[device] = until
+
+    def cut(self, a: str, b: str, until: float) -> None:
+        self.cut_until[frozenset((a, b))] = until
+
+    def clear(self) -> None:
+        self.stalled_until.clear()
+        self.cut_until.clear()
+
+    def directive(self, device: str, now: float) -> Directive:
+        stall = self.stalled_until.get(device, 0.0)
+        cuts = tuple(
+            tuple(sorted(pair)) for pair, until in self.cut_until.items()
+            if until > now and device in pair
+        )
+        return Directive(stall if stall > now else 0.0, cuts)  # type: ignore[arg-type]
+
+
+class StrikeLedger:
+    """Interruptions of update tasks per device (Deep-Edge §IV-D: three strikes and out).
+
+    Stored as JSON at ``path`` (written atomically) so that strikes survive restarts.
+    """
+
+    def __init__(self, path: Path | None = None, limit: int = 3) -> None:
+        self.path = path
+        self.limit = limit
+        self.counts: dict[str, int] = {}
+        if path is not None and path.exists():
+            data = json.loads(path.read_text())
+            self.counts = {str(k): int(v) for k, v in data.items()}
+
+    def strike(self, device: str) -> int:
+        self.counts[device] = self.counts.get(device, 0) + 1
+        self._save()
+        return self.counts[device]
+
+    def struck_out(self, devices: Iterable[str] | None = None) -> frozenset[str]:
+        names = self.counts if devices is None else devices
+        return frozenset(d for d in names if self.counts.get(d, 0) >= self.limit)
+
+    def _save(self) -> None:
+        if self.path is None:
+            return
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=".strikes")
+        with os.fdopen(fd, "w") as fh:
+            json.dump(self.counts, fh, indent=1, sort_keys=True)
+        os.replace(tmp, self.path)

@@ -1,0 +1,119 @@
+"""Launching one attempt of a run (parameter server + workers) and watching it for faults."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import ray
+from ray.exceptions import RayError
+
+from edgewise.runtime.monitor import MONITOR_NAME, HealthMonitor
+from edgewise.runtime.plan import TrainConfig, TrainPlan
+from edgewise.runtime.ps import ParameterServer
+from edgewise.runtime.ray_cluster import NAMESPACE, RayRuntime
+from edgewise.runtime.worker import Worker
+
+__all__ = ["Attempt", "Interrupted", "await_all", "launch", "monitor_handle"]
+
+
+class Interrupted(Exception):
+    """Members of a run were lost: (device, member, reason) each, and when it was seen."""
+
+    def __init__(self, members: list[tuple[str, str, str]], detected_at: float) -> None:
+        super().__init__("; ".join(f"{m} on {d}: {r}" for d, m, r in members))
+        self.members, self.detected_at = members, detected_at
+
+
+@dataclass
+class Attempt:
+    """The actors of one attempt at a run."""
+
+    plan: TrainPlan
+    ps: Any
+    ps_name: str
+    workers: dict[str, Any]
+    monitor: Any
+    names: dict[str, str] = field(default_factory=dict)  # worker device -> member name
+    closed: bool = False
+
+    def teardown(self) -> None:
+        """Stop every actor of this attempt (the survivors of a fault too)."""
+        if self.closed:
+            return
+        self.closed = True
+        for member in (*self.names.values(), self.ps_name):
+            self.monitor.unregister.remote(member)
+        for handle in (*self.workers.values(), self.ps):
+            ray.kill(handle, no_restart=True)
+
+
+def monitor_handle(runtime: RayRuntime, heartbeat_s: float) -> Any:
+    """The cluster's health monitor, started on the manager device if not running yet."""
+    managers = [d.name for d in runtime.cluster.devices if "manager" in d.roles]
+    device = managers[0] if managers else runtime.cluster.devices[-1].name
+    options = runtime.actor_options(device, 64, name=MONITOR_NAME)
+    return HealthMonitor.options(**options, get_if_exists=True, lifetime="detached").remote(  # type: ignore[attr-defined]
+        heartbeat_s)
+
+
+def launch(runtime: RayRuntime, config: TrainConfig, plan: TrainPlan, job_id: str,
+           attempt: int, monitor: Any, store: Any, positions: dict[str, np.ndarray],
+           validation: bytes, checkpoint: bytes | None) -> Attempt:
+    """Start the parameter server and one worker per planned device; ship the shards."""
+    cluster, mem = runtime.cluster, config.worker_memory_mb
+    ps_name = f"ps-{job_id}-{attempt}"
+    ps = ParameterServer.options(**runtime.actor_options(plan.ps_device, mem, ps_name)).remote(  # type: ignore[attr-defined]
+        config.model, config.seed, config.optimizer, config.learning_rate, config.momentum,
+        runtime.stretch[plan.ps_device], validation, checkpoint, config.compression)
+    run = Attempt(plan, ps, ps_name, {}, monitor)
+    for w in plan.workers:
+        name = f"worker-{job_id}-{attempt}-{w}"
+        run.names[w] = name
+        run.workers[w] = Worker.options(**runtime.actor_options(w, mem, name)).remote(  # type: ignore[attr-defined]
+            name, w, config.model, config.seed, plan.batch_sizes[w], runtime.stretch[w],
+            cluster.device(w).memory_mb, ps, cluster.link(w, plan.ps_device),
+            cluster.link(w, plan.store_device), monitor, config.heartbeat_s,
+            config.mode == "sync", config.compression)
+    loads = {w: h.load_shard.remote(store, positions[w]) for w, h in run.workers.items()}
+    try:
+        await_all(run, loads, config.heartbeat_s, lambda kind, data: None)
+    except Interrupted:
+        run.teardown()
+        raise
+    return run
+
+
+def _lost(run: Attempt, dead: list[tuple[str, str, str, float]]) -> list[tuple[str, str, str]]:
+    devices = {*run.workers, run.plan.ps_device}
+    members = {*run.names.values(), run.ps_name}
+    return [(device, name, f"no heartbeat for {silence:.1f} s")
+            for name, kind, device, silence in dead
+            if name in members or (kind == "agent" and device in devices)]
+
+
+def await_all(run: Attempt, futures: dict[str, Any], heartbeat_s: float,
+              events: Any) -> dict[str, Any]:
+    """Results of ``futures`` (by worker device); raise Interrupted as soon as an actor dies
+    or a member of the run misses heartbeats (checked every quarter period)."""
+    pending = {ref: device for device, ref in futures.items()}
+    results: dict[str, Any] = {}
+    while pending:
+        done, _ = ray.wait(list(pending), num_returns=1, timeout=heartbeat_s / 4)
+        for ref in done:
+            device = pending.pop(ref)
+            try:
+                results[device] = ray.get(ref)
+            except RayError as exc:
+                member = run.names.get(device, device)
+                reason = type(exc).__name__ + ": " + str(exc).splitlines()[0][:200]
+                raise Interrupted([(device, member, reason)], time.time()) from None
+        lost = _lost(run, ray.get(run.monitor.dead.remote()))
+        if lost:
+            raise Interrupted(lost, time.time())
+        if not done:
+            events("progress", {"samples": ray.get(run.ps.progress.remote())[1]})
+    return results
+

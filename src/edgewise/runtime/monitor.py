@@ -1,0 +1,56 @@
+"""The health monitor actor: heartbeats in, dead members and fault directives out."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import ray
+
+from edgewise.runtime.health import FaultBoard, HeartbeatTable, Member
+
+__all__ = ["MONITOR_NAME", "HealthMonitor"]
+
+MONITOR_NAME = "edgewise-monitor"
+
+
+@ray.remote(max_concurrency=32)
+class HealthMonitor:
+    """Receives heartbeats from workers, servers and device agents; answers each with the
+    faults injected on the sender's device; reports members silent for 1.5 periods."""
+
+    def __init__(self, period_s: float) -> None:
+        self.table = HeartbeatTable(period_s)
+        self.faults = FaultBoard()
+        self.metrics: dict[str, dict[str, float]] = {}
+
+    def register(self, name: str, kind: str, device: str) -> None:
+        self.table.register(Member(name, kind, device), time.time())
+
+    def unregister(self, name: str) -> None:
+        self.table.unregister(name)
+
+    def beat(self, name: str, device: str, metrics: dict[str, float] | None = None) -> dict[str, Any]:
+        now = time.time()
+        directive = self.faults.directive(device, now)
+        if directive.stall_until <= now:
+            self.table.beat(name, now)
+        if metrics is not None:
+            self.metrics[device] = {**metrics, "received_at": now}
+        return directive.to_json()
+
+    def dead(self) -> list[tuple[str, str, str, float]]:
+        return [(m.name, m.kind, m.device, s) for m, s in self.table.dead(time.time())]
+
+    def device_metrics(self) -> dict[str, dict[str, float]]:
+        now = time.time()
+        return {d: {**m, "age_seconds": now - m["received_at"]} for d, m in self.metrics.items()}
+
+    def stall(self, device: str, seconds: float) -> None:
+        self.faults.stall(device, time.time() + seconds)
+
+    def cut(self, a: str, b: str, seconds: float) -> None:
+        self.faults.cut(a, b, time.time() + seconds)
+
+    def clear_faults(self) -> None:
+        self.faults.clear()

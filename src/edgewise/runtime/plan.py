@@ -1,0 +1,80 @@
+"""What a model-update run is told: the training configuration and the plan (shards, batches)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Literal
+
+from edgewise.cluster.model import Cluster, Role
+from edgewise.errors import ConfigError
+
+__all__ = ["TrainConfig", "TrainPlan", "equal_plan"]
+
+
+@dataclass(frozen=True, slots=True)
+class TrainConfig:
+    """How to train: model, loop, epochs, optimiser and the runtime's knobs."""
+
+    model: str = "digits-cnn"
+    mode: Literal["async", "sync"] = "async"
+    epochs: int = 8
+    optimizer: Literal["adam", "sgd"] = "adam"
+    learning_rate: float = 0.003
+    momentum: float = 0.0
+    seed: int = 0
+    heartbeat_s: float = 1.0
+    compression: Literal["lz4", "none"] = "lz4"
+    max_restarts: int = 10
+    worker_memory_mb: int = 1024
+
+
+@dataclass(frozen=True, slots=True)
+class TrainPlan:
+    """Per-worker data shard d_i (samples) and batch size b_i, and where the parameter
+    server and the data store run (Deep-Edge's output D, B)."""
+
+    shards: Mapping[str, int]
+    batch_sizes: Mapping[str, int]
+    ps_device: str
+    store_device: str
+    policy: str = field(default="equal", compare=False)
+
+    @property
+    def workers(self) -> tuple[str, ...]:
+        return tuple(w for w, d in self.shards.items() if d > 0)
+
+    def validate(self, cluster: Cluster, n_samples: int) -> None:
+        """Raise ConfigError unless the plan fits the cluster and covers the data once."""
+        names = set(cluster.device_names)
+        for field_name, devices in (("shards", self.shards), ("batch_sizes", self.batch_sizes)):
+            unknown = sorted(set(devices) - names)
+            if unknown:
+                raise ConfigError(f"unknown devices {', '.join(unknown)}", field=field_name)
+        for where in ("ps_device", "store_device"):
+            if getattr(self, where) not in names:
+                raise ConfigError(f"no device named {getattr(self, where)!r}", field=where)
+        if sum(self.shards.values()) != n_samples:
+            raise ConfigError(f"shards sum to {sum(self.shards.values())}, the data has "
+                              f"{n_samples} samples", field="shards")
+        for w in self.workers:
+            if self.batch_sizes.get(w, 0) < 1:
+                raise ConfigError(f"worker {w} has no batch size >= 1", field="batch_sizes")
+
+
+def equal_plan(cluster: Cluster, n_samples: int, batch_size: int = 32,
+               exclude: frozenset[str] = frozenset()) -> TrainPlan:
+    """Equal shards over the cluster's workers (the remainder to the first ones)."""
+    workers = [d.name for d in cluster.with_role(Role.WORKER) if d.name not in exclude]
+    if not workers:
+        raise ConfigError("no worker device left to train on", field="devices")
+    ps = _one(cluster, Role.PARAMETER_SERVER, workers[0])
+    store = _one(cluster, Role.DATA_STORE, ps)
+    base, extra = divmod(n_samples, len(workers))
+    shards = {w: base + (1 if i < extra else 0) for i, w in enumerate(workers)}
+    return TrainPlan(shards, dict.fromkeys(workers, batch_size), ps, store, "equal")
+
+
+def _one(cluster: Cluster, role: Role, fallback: str) -> str:
+    found = cluster.with_role(role)
+    return found[0].name if found else fallback
