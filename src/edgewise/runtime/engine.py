@@ -143,17 +143,34 @@ def train(runtime: RayRuntime, config: TrainConfig, plan: TrainPlan, *,
     monitor = monitor_handle(runtime, config.heartbeat_s)
     store = DataStore.options(**runtime.actor_options(plan.store_device, 256)).remote(  # type: ignore[attr-defined]
         "digits", config.seed, config.compression)
+    try:
+        plan = _attempts(job, plan, store, monitor, replan)
+        shipped: dict[str, int] = ray.get(store.shipped.remote())
+    finally:
+        ray.kill(store, no_restart=True)
+    return TrainResult(job.job_id, tuple(job.records), tuple(job.interruptions), plan,
+                       dict(ledger.counts), shipped, job.transport, job.checkpoint_path,
+                       time.perf_counter() - started)
+
+
+def _attempts(job: _Job, plan: TrainPlan, store: Any, monitor: Any, replan: Replan) -> TrainPlan:
+    """Run attempts until every epoch is done; returns the plan the last attempt ran."""
+    runtime, config, ledger = job.runtime, job.config, job.ledger
     n_samples: int = ray.get(store.size.remote())
     plan.validate(runtime.cluster, n_samples)
     validation: bytes = ray.get(store.validation.remote())
+    struck = ledger.struck_out(plan.workers)
+    if struck:  # three strikes already: this job's first plan must do without them
+        plan = replan(runtime.cluster.without(ledger.struck_out()), n_samples, plan)
+        job.events("restart", {"restart": 0, "plan": plan, "excluded": sorted(struck)})
     for restart in range(config.max_restarts + 1):
         rng = np.random.default_rng([config.seed, restart])
         positions = shard_indices(n_samples, dict(plan.shards), rng)
         attempt = launch(runtime, config, plan, job.job_id, restart, monitor, store,
-                         positions, validation, job.checkpoint)
+                         positions, validation, job.checkpoint, job.events)
         try:
             job.run_attempt(attempt)
-            break
+            return plan
         except Interrupted as lost:
             job.interrupted(lost)
             attempt.teardown()
@@ -162,10 +179,4 @@ def train(runtime: RayRuntime, config: TrainConfig, plan: TrainPlan, *,
             job.events("restart", {"restart": restart + 1, "plan": plan})
         finally:
             attempt.teardown()
-    else:
-        raise RuntimeFault(f"gave up after {config.max_restarts} restarts")
-    shipped: dict[str, int] = ray.get(store.shipped.remote())
-    ray.kill(store)
-    return TrainResult(job.job_id, tuple(job.records), tuple(job.interruptions), plan,
-                       dict(ledger.counts), shipped, job.transport, job.checkpoint_path,
-                       time.perf_counter() - started)
+    raise RuntimeFault(f"gave up after {config.max_restarts} restarts")

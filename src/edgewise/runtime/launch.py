@@ -61,7 +61,7 @@ def monitor_handle(runtime: RayRuntime, heartbeat_s: float) -> Any:
 
 def launch(runtime: RayRuntime, config: TrainConfig, plan: TrainPlan, job_id: str,
            attempt: int, monitor: Any, store: Any, positions: dict[str, np.ndarray],
-           validation: bytes, checkpoint: bytes | None) -> Attempt:
+           validation: bytes, checkpoint: bytes | None, events: Any) -> Attempt:
     """Start the parameter server and one worker per planned device; ship the shards."""
     cluster, mem = runtime.cluster, config.worker_memory_mb
     ps_name = f"ps-{job_id}-{attempt}"
@@ -79,8 +79,8 @@ def launch(runtime: RayRuntime, config: TrainConfig, plan: TrainPlan, job_id: st
             config.mode == "sync", config.compression)
     loads = {w: h.load_shard.remote(store, positions[w]) for w, h in run.workers.items()}
     try:
-        await_all(run, loads, config.heartbeat_s, lambda kind, data: None)
-    except Interrupted:
+        await_all(run, loads, config.heartbeat_s, events)
+    except BaseException:
         run.teardown()
         raise
     return run
@@ -115,5 +115,7 @@ def await_all(run: Attempt, futures: dict[str, Any], heartbeat_s: float,
             raise Interrupted(lost, time.time())
         if not done:
             events("progress", {"samples": ray.get(run.ps.progress.remote())[1]})
+        else:
+            events("tick", {})
     return results
 

@@ -11,10 +11,10 @@ from edgewise.cluster.model import Cluster, Role
 from edgewise.errors import ConfigError
 from edgewise.service.schemas import JobStatus, TrainJobSpec
 
-__all__ = ["InMemoryBackend", "JobBackend", "cluster_summary"]
+__all__ = ["FINAL_STATES", "InMemoryBackend", "JobBackend", "cluster_summary", "validate_spec"]
 
 _UNKNOWN = "no such device in the cluster"
-_FINAL_STATES = frozenset({"succeeded", "failed", "stopped"})
+FINAL_STATES = frozenset({"succeeded", "failed", "stopped"})
 
 
 @runtime_checkable
@@ -88,6 +88,27 @@ def _check_names(names: Iterable[str], allowed: Iterable[str], field: str, probl
         raise ConfigError(f"{problem}: {', '.join(repr(n) for n in unknown)}", field=field)
 
 
+def validate_spec(cluster: Cluster, spec: TrainJobSpec) -> list[str]:
+    """The job's workers; ConfigError naming the field if a device name is wrong.
+
+    Shared by every backend: ``workers`` (default: the worker-role devices), ``shards`` and
+    ``batch_sizes`` must name devices of ``cluster``, and the maps only the job's workers.
+    """
+    names = cluster.device_names
+    if spec.workers is None:
+        workers = [d.name for d in cluster.with_role(Role.WORKER)]
+        if not workers:
+            raise ConfigError("the cluster has no device with the worker role", field="workers")
+    else:
+        _check_names(spec.workers, names, "workers", _UNKNOWN)
+        workers = list(spec.workers)
+    for field, mapping in (("shards", spec.shards), ("batch_sizes", spec.batch_sizes)):
+        if mapping is not None:
+            _check_names(mapping, names, field, _UNKNOWN)
+            _check_names(mapping, workers, field, "not among the job's workers")
+    return workers
+
+
 class InMemoryBackend:
     """A thread-safe backend that records jobs but never trains: a dry run and a test double.
 
@@ -130,7 +151,7 @@ class InMemoryBackend:
             }
 
     def start_job(self, spec: TrainJobSpec) -> str:
-        workers = self._validate(spec)
+        workers = validate_spec(self._cluster, spec)
         with self._lock:
             job_id = f"job-{len(self._jobs) + 1:04d}"
             self._jobs[job_id] = JobStatus(
@@ -161,23 +182,7 @@ class InMemoryBackend:
             job = self._jobs.get(job_id)
             if job is None:
                 return False
-            if job.state not in _FINAL_STATES:
+            if job.state not in FINAL_STATES:
                 update = {"state": "stopped", "finished_at": self._clock()}
                 self._jobs[job_id] = job.model_copy(update=update)
             return True
-
-    def _validate(self, spec: TrainJobSpec) -> list[str]:
-        """The job's workers; ConfigError naming the field if a device name is wrong."""
-        names = self._cluster.device_names
-        if spec.workers is None:
-            workers = [d.name for d in self._cluster.with_role(Role.WORKER)]
-            if not workers:
-                raise ConfigError("the cluster has no device with the worker role", field="workers")
-        else:
-            _check_names(spec.workers, names, "workers", _UNKNOWN)
-            workers = list(spec.workers)
-        for field, mapping in (("shards", spec.shards), ("batch_sizes", spec.batch_sizes)):
-            if mapping is not None:
-                _check_names(mapping, names, field, _UNKNOWN)
-                _check_names(mapping, workers, field, "not among the job's workers")
-        return workers

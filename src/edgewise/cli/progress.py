@@ -1,0 +1,56 @@
+"""Progress bars for a model update: epochs, samples of the current epoch, faults."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from edgewise.cli.common import err
+
+__all__ = ["TrainingProgress"]
+
+Hook = Callable[[str, dict[str, Any]], None]
+
+
+class TrainingProgress:
+    """An events callback for ``engine.train`` that draws two bars on stderr and chains to
+    further hooks (e.g. a fault injector)."""
+
+    def __init__(self, epochs: int, n_samples: int, *hooks: Hook) -> None:
+        self.hooks = hooks
+        self.bars = Progress(TextColumn("{task.description}"), BarColumn(),
+                             MofNCompleteColumn(), TimeElapsedColumn(), console=err,
+                             transient=False)
+        self.epoch_task = self.bars.add_task("epochs", total=epochs)
+        self.sample_task = self.bars.add_task("samples", total=n_samples)
+
+    def __enter__(self) -> TrainingProgress:
+        self.bars.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.bars.stop()
+
+    def __call__(self, kind: str, data: dict[str, Any]) -> None:
+        if kind == "epoch_start":
+            self.bars.reset(self.sample_task, description=f"epoch {data['epoch']} samples")
+        elif kind == "progress":
+            self.bars.update(self.sample_task, completed=data["samples"])
+        elif kind == "epoch_end":
+            record = data["record"]
+            self.bars.update(self.sample_task, completed=len(record.applied_ids))
+            self.bars.advance(self.epoch_task)
+            self.bars.console.print(f"epoch {record.epoch}: validation accuracy "
+                                    f"{record.val_accuracy:.3f} in {record.wall_seconds:.2f} s")
+        elif kind == "interrupted":
+            lost = data["interruption"]
+            self.bars.console.print(f"[red]lost {lost.member} on {lost.device}[/]: {lost.reason} "
+                                    f"(strike {lost.strikes} of 3)")
+        elif kind == "restart":
+            plan = data["plan"]
+            self.bars.console.print(f"[yellow]re-triggered from the last checkpoint[/] with "
+                                    f"workers {', '.join(plan.workers)}")
+        for hook in self.hooks:
+            hook(kind, data)

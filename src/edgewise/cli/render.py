@@ -1,0 +1,69 @@
+"""Rich tables for clusters, metrics and training results."""
+
+from __future__ import annotations
+
+from rich.table import Table
+
+from edgewise.cluster.catalog import catalog
+from edgewise.cluster.model import Cluster
+from edgewise.runtime.engine import TrainResult
+
+__all__ = ["catalog_table", "cluster_table", "metrics_table", "result_table"]
+
+
+def cluster_table(cluster: Cluster, stretch: dict[str, float] | None = None) -> Table:
+    table = Table(title=f"cluster {cluster.name}: {len(cluster.devices)} devices")
+    for col in ("device", "type", "roles", "cores", "accelerator", "memory MB", "speed"):
+        table.add_column(col, justify="right" if col in ("cores", "memory MB", "speed") else "left")
+    if stretch is not None:
+        table.add_column("emulation stretch", justify="right")
+    for d in cluster.devices:
+        row = [d.name, d.type, ", ".join(d.roles), str(d.cpu_cores), d.accelerator,
+               str(d.memory_mb), f"{d.speed:.3f}"]
+        if stretch is not None:
+            row.append(f"{stretch[d.name]:.2f}x")
+        table.add_row(*row)
+    default = cluster.default_link
+    table.caption = (f"links: {default.bandwidth_mbps:g} Mbit/s, {default.latency_ms:g} ms by "
+                     f"default, {len(cluster.links)} overridden; sites: "
+                     f"{', '.join(s.name for s in cluster.sites) or 'none'}; background apps: "
+                     f"{len(cluster.background_apps)}")
+    return table
+
+
+def catalog_table() -> Table:
+    table = Table(title="device catalog (speed: relative training speed, Jetson Nano = 1)")
+    for col in ("type", "cores", "accelerator", "memory MB", "peak GFLOPS", "speed"):
+        table.add_column(col)
+    for t in catalog().values():
+        table.add_row(t.name, str(t.cpu_cores), t.accelerator, str(t.memory_mb),
+                      f"{t.peak_gflops:g}", f"{t.speed:.3f}")
+    return table
+
+
+def metrics_table(cluster: Cluster, metrics: dict[str, dict[str, float]]) -> Table:
+    table = Table(title="live device metrics (from the device agents' heartbeats)")
+    for col in ("device", "cpu %", "memory %", "memory used MB", "accelerator %", "age s"):
+        table.add_column(col, justify="left" if col == "device" else "right")
+    for d in cluster.devices:
+        m = metrics.get(d.name)
+        if m is None:
+            table.add_row(d.name, "-", "-", "-", "-", "no report yet")
+            continue
+        accel = m.get("accelerator_percent")
+        table.add_row(d.name, f"{m['cpu_percent']:.0f}", f"{m['memory_percent']:.0f}",
+                      f"{m['memory_used_mb']:.0f}", "-" if accel is None else f"{accel:.0f}",
+                      f"{m['age_seconds']:.1f}")
+    return table
+
+
+def result_table(result: TrainResult) -> Table:
+    table = Table(title=f"model update {result.job_id}: {len(result.epochs)} epochs in "
+                        f"{result.seconds:.1f} s, {len(result.interruptions)} interruption(s)")
+    for col in ("epoch", "workers", "val accuracy", "epoch s", "samples/s", "samples trained"):
+        table.add_column(col, justify="left" if col == "workers" else "right")
+    for r in result.epochs:
+        table.add_row(str(r.epoch), ", ".join(r.workers), f"{r.val_accuracy:.3f}",
+                      f"{r.wall_seconds:.2f}", f"{r.samples_per_second:.0f}",
+                      str(len(r.applied_ids)))
+    return table

@@ -1,0 +1,27 @@
+"""Shared fixtures: a real local Ray instance emulating a small cluster."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from edgewise.cluster.model import Cluster
+from edgewise.cluster.schema import cluster_from_dict
+
+SMALL_CLUSTER = {
+    "name": "test-three-nanos",
+    "default_link": {"bandwidth_mbps": 1000, "latency_ms": 0.3},
+    "devices": [
+        {"name": "nano-0", "type": "jetson-nano"},
+        {"name": "nano-1", "type": "jetson-nano"},
+        {"name": "nano-2", "type": "jetson-nano"},
+        {"name": "pi5", "type": "raspberry-pi-5",
+         "roles": ["parameter-server", "data-store", "manager"]},
+    ],
+}
+
+
+@pytest.fixture(scope="session")
+def small_cluster() -> Cluster:
+    return cluster_from_dict(SMALL_CLUSTER, source="test")

@@ -1,0 +1,138 @@
+"""The parameter-server engine on a real local Ray instance: both loops, exact accounting,
+checkpoints, and faults injected for real (a killed worker, a stalled device, a cut link)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import ray
+
+from edgewise.cluster.model import Cluster
+from edgewise.nn.data import digits_split
+from edgewise.runtime.engine import TrainResult, train
+from edgewise.runtime.faults import FaultInjector
+from edgewise.runtime.health import StrikeLedger
+from edgewise.runtime.plan import TrainConfig, equal_plan
+from edgewise.runtime.ray_cluster import RayRuntime, start_local
+from edgewise.runtime.transport import decode
+
+pytestmark = pytest.mark.ray
+HEARTBEAT_S = 0.5
+TRAIN_IDS = np.sort(digits_split()[0].ids)
+
+
+@pytest.fixture(scope="module")
+def runtime(small_cluster: Cluster) -> Iterator[RayRuntime]:
+    rt = start_local(small_cluster)
+    yield rt
+    rt.shutdown()
+
+
+def _config(**kw: Any) -> TrainConfig:
+    return TrainConfig(**{"epochs": 2, "heartbeat_s": HEARTBEAT_S, **kw})
+
+
+def _assert_each_sample_once(result: TrainResult) -> None:
+    for record in result.epochs:
+        assert np.array_equal(np.sort(record.applied_ids), TRAIN_IDS), record.epoch
+
+
+def test_async_training_accounts_every_sample_once(runtime: RayRuntime, tmp_path: Path) -> None:
+    plan = equal_plan(runtime.cluster, len(TRAIN_IDS))
+    result = train(runtime, _config(epochs=3), plan, checkpoint_dir=tmp_path)
+    assert [r.epoch for r in result.epochs] == [0, 1, 2]
+    _assert_each_sample_once(result)
+    assert result.epochs[-1].val_accuracy > 0.8
+    assert result.interruptions == ()
+    assert sum(result.shipped_bytes.values()) > 0
+    assert all(t["wire_bytes"] > 0 for t in result.transport_bytes.values())
+    checkpoint = tmp_path / "epoch-0002.ewt"
+    assert result.checkpoint == checkpoint and decode(checkpoint.read_bytes()).meta["epoch"] == 2
+
+
+def test_sync_training_with_unequal_shards(runtime: RayRuntime) -> None:
+    plan = equal_plan(runtime.cluster, len(TRAIN_IDS))
+    shards = {"nano-0": 700, "nano-1": 500, "nano-2": 237}
+    plan = type(plan)(shards, plan.batch_sizes, plan.ps_device, plan.store_device)
+    result = train(runtime, _config(mode="sync", epochs=2), plan)
+    _assert_each_sample_once(result)
+    assert result.epochs[-1].val_accuracy > 0.6
+
+
+class _KillMidEpoch:
+    """An events hook that kills the worker on ``device`` once epoch 1 is a third done."""
+
+    def __init__(self, device: str) -> None:
+        self.device, self.killed_at = device, 0.0
+
+    def __call__(self, kind: str, data: dict[str, Any]) -> None:
+        if kind == "progress" and not self.killed_at and self._epoch == 1 and \
+                data["samples"] > len(TRAIN_IDS) // 3:
+            self.killed_at = FaultInjector().kill_worker(self.device).at
+        if kind == "epoch_start":
+            self._epoch = data["epoch"]
+
+    _epoch = -1
+
+
+def test_killed_worker_is_detected_struck_and_the_job_completes(
+        runtime: RayRuntime, tmp_path: Path) -> None:
+    ledger = StrikeLedger(tmp_path / "strikes.json")
+    hook = _KillMidEpoch("nano-1")
+    plan = equal_plan(runtime.cluster, len(TRAIN_IDS))
+    result = train(runtime, _config(epochs=3), plan, ledger=ledger, events=hook)
+    assert hook.killed_at > 0
+    assert [r.epoch for r in result.epochs] == [0, 1, 2]
+    _assert_each_sample_once(result)
+    lost = result.interruptions
+    assert len(lost) == 1 and lost[0].device == "nano-1" and lost[0].epoch == 1
+    assert lost[0].detected_at - hook.killed_at < 2 * HEARTBEAT_S
+    assert StrikeLedger(tmp_path / "strikes.json").counts == {"nano-1": 1}
+    assert not [n for n in FaultInjector.actors("worker-")]
+
+
+def test_third_strike_excludes_the_device(runtime: RayRuntime, tmp_path: Path) -> None:
+    ledger = StrikeLedger(tmp_path / "strikes.json")
+    ledger.strike("nano-2")
+    ledger.strike("nano-2")
+    plan = equal_plan(runtime.cluster, len(TRAIN_IDS))
+    result = train(runtime, _config(epochs=2), plan, ledger=ledger, events=_KillMidEpoch("nano-2"))
+    assert result.strikes["nano-2"] == 3
+    assert "nano-2" not in result.final_plan.workers
+    assert set(result.epochs[-1].workers) == {"nano-0", "nano-1"}
+    _assert_each_sample_once(result)
+
+
+class _Inject:
+    def __init__(self, action: str) -> None:
+        self.action, self.done = action, False
+
+    def __call__(self, kind: str, data: dict[str, Any]) -> None:
+        if kind == "epoch_start" and data["epoch"] == 1 and not self.done:
+            self.done = True
+            injector = FaultInjector()
+            if self.action == "stall":
+                injector.stall("nano-0", 4 * HEARTBEAT_S)
+            else:
+                injector.cut("nano-2", "pi5", 2.0)
+
+
+@pytest.mark.parametrize("action", ["stall", "cut"])
+def test_stalled_device_or_cut_link_restarts_from_checkpoint(
+        runtime: RayRuntime, action: str) -> None:
+    # Small batches make an epoch last several heartbeats, long enough to notice the fault.
+    plan = equal_plan(runtime.cluster, len(TRAIN_IDS), batch_size=8)
+    started = time.time()
+    result = train(runtime, _config(epochs=2), plan, events=_Inject(action))
+    FaultInjector().clear()
+    assert result.interruptions, "the fault went unnoticed"
+    device = "nano-0" if action == "stall" else "nano-2"
+    assert result.interruptions[0].device == device
+    assert result.interruptions[0].detected_at - started < 30
+    _assert_each_sample_once(result)
+    assert len(result.epochs) == 2
