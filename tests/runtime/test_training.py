@@ -10,7 +10,6 @@ from typing import Any
 
 import numpy as np
 import pytest
-import ray
 
 from edgewise.cluster.model import Cluster
 from edgewise.nn.data import digits_split

@@ -42,7 +42,9 @@ def types() -> None:
 
 @app.command("join-lines")
 @user_errors
-def join_lines(file: ClusterFile, head: str = typer.Option("HEAD_IP:6379", help="head address")) -> None:
+def join_lines(
+    file: ClusterFile, head: str = typer.Option("HEAD_IP:6379", help="head address")
+) -> None:
     """The `ray start` line each real device runs to join as its cluster-file device."""
     cluster = load_cluster(file)
     for d in cluster.devices:

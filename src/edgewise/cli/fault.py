@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+
 import ray
 import typer
 
@@ -20,7 +22,7 @@ Address = typer.Option("auto", help="the Ray cluster to connect to")
 
 def _connect(address: str) -> FaultInjector:
     try:
-        ray.init(address=address, namespace=NAMESPACE, logging_level="ERROR",
+        ray.init(address=address, namespace=NAMESPACE, logging_level=logging.ERROR,
                  log_to_driver=False)
     except (ConnectionError, RuntimeError) as exc:
         raise EdgewiseError(f"cannot reach a Ray cluster at {address!r}: {exc}") from None

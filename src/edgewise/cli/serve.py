@@ -30,7 +30,8 @@ def serve(
     spec = load_cluster(cluster)
     runtime = start_local(spec)
     state = state_dir()
-    backend = RayJobBackend(runtime, StrikeLedger(state / "strikes.json"), state, heartbeat)
+    backend = RayJobBackend(runtime, StrikeLedger(state / "strikes.json"), state,
+                            heartbeat_s=heartbeat)
     try:
         err.print(f"manager for cluster {spec.name} on http://{host}:{port}/api/v1 "
                   f"(OpenAPI at /openapi.json)")

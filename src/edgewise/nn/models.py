@@ -49,7 +49,9 @@ def build_model(name: str, seed: int = 0) -> nn.Module:
 OPTIMIZERS = ("adam", "sgd")
 
 
-def make_optimizer(name: str, model: nn.Module, lr: float, momentum: float = 0.0) -> torch.optim.Optimizer:
+def make_optimizer(
+    name: str, model: nn.Module, lr: float, momentum: float = 0.0
+) -> torch.optim.Optimizer:
     """The parameter server's optimiser. Adam is the default: with asynchronous workers the
     gradients are stale, and stale gradients with heavy SGD momentum oscillate."""
     if name == "adam":

@@ -15,7 +15,7 @@ __all__ = ["DeviceAgent", "sample_metrics"]
 def _nvml_percent() -> dict[str, float]:
     """Accelerator utilisation from NVML where an NVIDIA GPU and pynvml are present."""
     try:
-        import pynvml  # type: ignore[import-not-found]
+        import pynvml
 
         pynvml.nvmlInit()
         handle = pynvml.nvmlDeviceGetHandleByIndex(0)
@@ -39,7 +39,7 @@ def sample_metrics() -> dict[str, float]:
     }
 
 
-@ray.remote(max_concurrency=2)
+@ray.remote(max_concurrency=2)  # type: ignore[call-overload]
 class DeviceAgent:
     """Beats every period with the device's metrics. On an emulated cluster every agent runs
     on the same host, so the metrics are the host's; on a real cluster, the device's own."""

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+import numpy as np
 import ray
 from numpy.typing import NDArray
-import numpy as np
 
 from edgewise.nn.data import Dataset, digits_split
 from edgewise.runtime.transport import encode
@@ -12,7 +12,7 @@ from edgewise.runtime.transport import encode
 __all__ = ["DataStore"]
 
 
-@ray.remote(max_concurrency=8)
+@ray.remote(max_concurrency=8)  # type: ignore[call-overload]
 class DataStore:
     """Serves shards of the training set (and the validation set) as transport frames,
     counting the bytes shipped to each worker."""

@@ -108,8 +108,8 @@ class _Job:
             self.events("epoch_start", {"epoch": epoch, "workers": attempt.plan.workers})
             t0 = time.perf_counter()
             ray.get(attempt.ps.begin_epoch.remote(epoch, list(attempt.workers)))
-            stats = await_all(attempt, {w: h.run_epoch.remote(epoch) for w, h in attempt.workers.items()},
-                              self.config.heartbeat_s, self.events)
+            futures = {w: h.run_epoch.remote(epoch) for w, h in attempt.workers.items()}
+            stats = await_all(attempt, futures, self.config.heartbeat_s, self.events)
             out = ray.get(attempt.ps.finish_epoch.remote())
             wall = time.perf_counter() - t0
             ids = decode(out["applied_ids"]).arrays["ids"].copy()

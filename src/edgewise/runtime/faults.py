@@ -32,7 +32,7 @@ class FaultInjector:
 
     def __init__(self) -> None:
         if not ray.is_initialized():
-            raise EdgewiseError("not connected to a Ray cluster (start one with edgewise cluster up)")
+            raise EdgewiseError("not connected to a Ray cluster (see edgewise cluster up)")
         self.injected: list[InjectedFault] = []
 
     def _monitor(self) -> Any:
@@ -53,7 +53,8 @@ class FaultInjector:
         try:
             handle = ray.get_actor(name, namespace=NAMESPACE)
         except ValueError:
-            raise EdgewiseError(f"no actor named {name!r}; live: {', '.join(self.actors())}") from None
+            live = ", ".join(self.actors())
+            raise EdgewiseError(f"no actor named {name!r}; live: {live}") from None
         ray.kill(handle, no_restart=True)
         return self._record("kill", name)
 

@@ -13,7 +13,7 @@ from ray.exceptions import RayError
 from edgewise.runtime.monitor import MONITOR_NAME, HealthMonitor
 from edgewise.runtime.plan import TrainConfig, TrainPlan
 from edgewise.runtime.ps import ParameterServer
-from edgewise.runtime.ray_cluster import NAMESPACE, RayRuntime
+from edgewise.runtime.ray_cluster import RayRuntime
 from edgewise.runtime.worker import Worker
 
 __all__ = ["Attempt", "Interrupted", "await_all", "launch", "monitor_handle"]

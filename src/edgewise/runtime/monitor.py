@@ -14,7 +14,7 @@ __all__ = ["MONITOR_NAME", "HealthMonitor"]
 MONITOR_NAME = "edgewise-monitor"
 
 
-@ray.remote(max_concurrency=32)
+@ray.remote(max_concurrency=32)  # type: ignore[call-overload]
 class HealthMonitor:
     """Receives heartbeats from workers, servers and device agents; answers each with the
     faults injected on the sender's device; reports members silent for 1.5 periods."""
@@ -30,7 +30,9 @@ class HealthMonitor:
     def unregister(self, name: str) -> None:
         self.table.unregister(name)
 
-    def beat(self, name: str, device: str, metrics: dict[str, float] | None = None) -> dict[str, Any]:
+    def beat(
+        self, name: str, device: str, metrics: dict[str, float] | None = None
+    ) -> dict[str, Any]:
         now = time.time()
         directive = self.faults.directive(device, now)
         if directive.stall_until <= now:

@@ -17,7 +17,7 @@ from edgewise.runtime.transport import decode, encode, to_torch
 __all__ = ["ParameterServer"]
 
 
-@ray.remote(max_concurrency=32)
+@ray.remote(max_concurrency=32)  # type: ignore[call-overload]
 class ParameterServer:
     """Holds the model; applies gradients as they arrive (async) or once every active worker
     pushed for a step (sync); records which samples each applied update trained, checkpoints
@@ -31,7 +31,8 @@ class ParameterServer:
         self.opt = make_optimizer(optimizer, self.model, lr, momentum)
         self.stretch, self.compression = stretch, compression
         val = decode(validation).arrays
-        self.val_x, self.val_y = torch.from_numpy(val["x"].copy()), torch.from_numpy(val["y"].copy())
+        self.val_x = torch.from_numpy(val["x"].copy())
+        self.val_y = torch.from_numpy(val["y"].copy())
         self.lock = threading.Condition()
         self.epoch, self.updates, self.samples_this_epoch = 0, 0, 0
         self.applied: list[np.ndarray] = []

@@ -101,7 +101,7 @@ def join_cluster(cluster: Cluster, address: str) -> RayRuntime:
     import ray
 
     ray.init(address=address, namespace=NAMESPACE, logging_level=logging.WARNING)
-    available = ray.cluster_resources()
+    available = ray.cluster_resources()  # type: ignore[no-untyped-call]
     missing = [d.name for d in cluster.devices if device_resource(d.name) not in available]
     if missing:
         ray.shutdown()

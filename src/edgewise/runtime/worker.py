@@ -30,7 +30,7 @@ def _name_seed(name: str) -> int:
     return int.from_bytes(hashlib.sha256(name.encode()).digest()[:4], "little")
 
 
-@ray.remote(max_concurrency=2)
+@ray.remote(max_concurrency=2)  # type: ignore[call-overload]
 class Worker:
     """One data-parallel worker pinned to an (emulated) device."""
 
@@ -77,7 +77,7 @@ class Worker:
         with emulated_compute(self.stretch):
             self.model.zero_grad(set_to_none=True)
             loss = F.cross_entropy(self.model(self.x[index]), self.y[index])
-            loss.backward()
+            loss.backward()  # type: ignore[no-untyped-call]
         grads = {n: p.grad.detach() for n, p in self.model.named_parameters() if p.grad is not None}
         grads["ids"] = torch.from_numpy(self.ids[index])
         return grads
@@ -85,7 +85,8 @@ class Worker:
     def _check_memory(self) -> None:
         rss_mb = self.process.memory_info().rss / 2**20
         if rss_mb > self.memory_cap_mb:
-            raise MemoryError(f"{self.device}: {rss_mb:.0f} MB exceeds its {self.memory_cap_mb} MB")
+            cap = self.memory_cap_mb
+            raise MemoryError(f"{self.device}: {rss_mb:.0f} MB exceeds its {cap} MB")
 
     def run_epoch(self, epoch: int) -> dict[str, float]:
         """Train every sample of the shard once; returns the epoch's timings."""
@@ -123,7 +124,8 @@ class Worker:
     def bytes_sent(self) -> dict[str, int]:
         """Raw and on-the-wire bytes this worker sent and received, in total."""
         total = self.counter.snapshot().total
-        return {"frames": total.frames, "raw_bytes": total.raw_bytes, "wire_bytes": total.wire_bytes}
+        return {"frames": total.frames, "raw_bytes": total.raw_bytes,
+                "wire_bytes": total.wire_bytes}
 
     def stop(self) -> None:
         self.hb.stop()
