@@ -9,6 +9,7 @@ from typing import Annotated
 import ray
 import typer
 from rich.live import Live
+from rich.markup import escape
 
 from edgewise.cli.common import err, out, user_errors
 from edgewise.cli.render import catalog_table, cluster_table, metrics_table
@@ -31,7 +32,7 @@ def check(file: ClusterFile) -> None:
     """Validate a cluster file; exit 0 with a summary, or 2 naming the field and problem."""
     cluster = load_cluster(file)
     out.print(cluster_table(cluster))
-    out.print(f"[green]ok[/]: {file}")
+    out.print(f"[green]ok[/]: {escape(str(file))}")
 
 
 @app.command()
@@ -48,7 +49,7 @@ def join_lines(
     """The `ray start` line each real device runs to join as its cluster-file device."""
     cluster = load_cluster(file)
     for d in cluster.devices:
-        out.print(f"# {d.name} ({d.type})\n{ray_start_line(d, head)}", highlight=False)
+        print(f"# {d.name} ({d.type})\n{ray_start_line(d, head)}")
 
 
 @app.command()

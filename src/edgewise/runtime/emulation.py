@@ -47,7 +47,8 @@ def auto_host_speed(cluster: Cluster, cores: int, share: float) -> float:
 
 def stretch_factors(cluster: Cluster, config: EmulationConfig) -> dict[str, float]:
     """Per device: emulated seconds per host CPU second (>= 1)."""
-    host = config.host_speed or auto_host_speed(cluster, config.host_cores, config.host_share)
+    host = (config.host_speed if config.host_speed is not None
+            else auto_host_speed(cluster, config.host_cores, config.host_share))
     slow = [d.name for d in cluster.devices if d.speed > host]
     if slow:
         raise ConfigError(

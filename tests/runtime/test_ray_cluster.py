@@ -1,0 +1,80 @@
+"""The pure parts of the Ray runtime: join lines and actor options (Ray is not started)."""
+
+from __future__ import annotations
+
+import json
+import shlex
+
+import pytest
+
+from edgewise.cluster.model import Cluster, Device
+from edgewise.cluster.schema import cluster_from_dict
+from edgewise.runtime.ray_cluster import DEVICE_SLOTS, RayRuntime, ray_start_line
+
+NANO = Device(
+    name="nano-0",
+    type="jetson-nano",
+    cpu_cores=4,
+    accelerator="gpu-maxwell",
+    memory_mb=4096,
+    speed=1.0,
+)
+
+
+def test_ray_start_line_for_a_jetson_nano() -> None:
+    line = ray_start_line(NANO)
+
+    assert line == (
+        "ray start --address=HEAD_IP:6379 --num-cpus=4 "
+        """--resources='{"device:nano-0": 1000, "device-mem:nano-0": 4096}'"""
+    )
+
+
+def test_ray_start_line_is_a_valid_shell_command_with_json_resources() -> None:
+    line = ray_start_line(NANO, head="10.0.0.1:6379")
+
+    argv = shlex.split(line)
+    resources = json.loads(argv[-1].removeprefix("--resources="))
+
+    assert argv[:4] == ["ray", "start", "--address=10.0.0.1:6379", "--num-cpus=4"]
+    assert resources == {"device:nano-0": DEVICE_SLOTS, "device-mem:nano-0": 4096}
+
+
+@pytest.fixture(scope="module")
+def runtime() -> RayRuntime:
+    cluster: Cluster = cluster_from_dict(
+        {
+            "name": "rt",
+            "devices": [
+                {"name": "nano-0", "type": "jetson-nano"},
+                {"name": "pi5", "type": "raspberry-pi-5"},
+            ],
+        },
+        source="test",
+    )
+    return RayRuntime(cluster, {"nano-0": 2.0, "pi5": 3.7}, emulated=True)
+
+
+def test_actor_options_pin_device_and_reserve_memory(runtime: RayRuntime) -> None:
+    options = runtime.actor_options("pi5", 512, name="worker-pi5")
+
+    assert options == {
+        "num_cpus": 0,
+        "resources": {"device:pi5": 1, "device-mem:pi5": 512},
+        "max_restarts": 0,
+        "namespace": "edgewise",
+        "name": "worker-pi5",
+    }
+
+
+def test_actor_options_without_name_have_no_name(runtime: RayRuntime) -> None:
+    options = runtime.actor_options("nano-0", 64)
+
+    assert "name" not in options
+    assert options["resources"] == {"device:nano-0": 1, "device-mem:nano-0": 64}
+    assert options["num_cpus"] == 0
+
+
+def test_actor_options_for_unknown_device_raise_key_error(runtime: RayRuntime) -> None:
+    with pytest.raises(KeyError, match="ghost"):
+        runtime.actor_options("ghost", 64)

@@ -1,0 +1,191 @@
+"""The command line, without Ray: cluster files, the catalog, join lines and input errors."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+from rich.console import Console
+from typer.testing import CliRunner
+
+import edgewise.cli.cluster as cli_cluster
+import edgewise.cli.train as cli_train
+from edgewise import __version__
+from edgewise.cli import app
+from edgewise.cluster.catalog import catalog
+from edgewise.cluster.schema import load_cluster
+from edgewise.runtime.ray_cluster import ray_start_line
+
+EXAMPLES = sorted((Path(__file__).parents[1] / "examples").glob("*.yaml"))
+THREE_NANOS = Path(__file__).parents[1] / "examples" / "three-nanos.yaml"
+NEGATIVE_MEMORY = """\
+name: bad
+devices:
+  - {name: nano-0, type: jetson-nano, memory_mb: -512}
+  - {name: nano-1, type: jetson-nano, memory_mb: 4096}
+"""
+
+runner = CliRunner()
+
+
+def _flat(text: str) -> str:
+    """The output with Rich's line wrapping undone (it wraps at spaces)."""
+    return " ".join(text.split())
+
+
+def _write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "cluster.yaml"
+    path.write_text(text)
+    return path
+
+
+def _refuse_ray(*args: object, **kwargs: object) -> None:
+    raise AssertionError("Ray must not be started for invalid input")
+
+
+def test_version_prints_the_version() -> None:
+    result = runner.invoke(app, ["--version"])
+
+    assert result.exit_code == 0
+    assert result.stdout.strip() == f"edgewise {__version__}"
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)
+def test_cluster_check_accepts_every_example(path: Path) -> None:
+    name = yaml.safe_load(path.read_text())["name"]
+
+    result = runner.invoke(app, ["cluster", "check", str(path)])
+
+    assert result.exit_code == 0, result.output
+    assert name in result.stdout
+
+
+def test_cluster_check_names_the_bad_field(tmp_path: Path) -> None:
+    path = _write(tmp_path, NEGATIVE_MEMORY)
+
+    result = runner.invoke(app, ["cluster", "check", str(path)])
+
+    assert result.exit_code == 2
+    assert "devices[0].memory_mb" in result.stderr
+    assert "greater than 0" in _flat(result.stderr)
+    assert "Traceback" not in result.output
+
+
+def test_cluster_check_names_an_unknown_device_type(tmp_path: Path) -> None:
+    path = _write(tmp_path, "name: bad\ndevices:\n  - {name: a, type: jetson-nano-9000}\n")
+
+    result = runner.invoke(app, ["cluster", "check", str(path)])
+
+    assert result.exit_code == 2
+    assert "devices[0].type" in result.stderr
+    assert "jetson-nano-9000" in result.stderr
+    assert "Traceback" not in result.output
+
+
+@pytest.mark.parametrize("bad_type", ["[/oops]", "[bold]nano"])
+def test_error_text_from_user_input_is_printed_verbatim(tmp_path: Path, bad_type: str) -> None:
+    path = _write(tmp_path, f'name: bad\ndevices:\n  - {{name: a, type: "{bad_type}"}}\n')
+
+    result = runner.invoke(app, ["cluster", "check", str(path)])
+
+    assert result.exit_code == 2
+    assert bad_type in result.stderr
+
+
+def test_cluster_check_missing_file_exits_2(tmp_path: Path) -> None:
+    missing = tmp_path / "nope.yaml"
+
+    result = runner.invoke(app, ["cluster", "check", str(missing)])
+
+    assert result.exit_code == 2
+    assert "cannot read" in _flat(result.stderr)
+    assert "Traceback" not in result.output
+
+
+def test_cluster_types_lists_every_catalog_type() -> None:
+    result = runner.invoke(app, ["cluster", "types"])
+
+    assert result.exit_code == 0
+    listed = {
+        line.split("│")[1].strip() for line in result.stdout.splitlines() if line.startswith("│")
+    }
+    assert listed == set(catalog())
+
+
+def test_join_lines_prints_a_ray_start_line_per_device() -> None:
+    cluster = load_cluster(THREE_NANOS)
+
+    result = runner.invoke(app, ["cluster", "join-lines", str(THREE_NANOS), "--head", "h:1"])
+
+    assert result.exit_code == 0
+    assert result.stdout.count("ray start") == len(cluster.devices)
+    for d in cluster.devices:
+        assert ray_start_line(d, "h:1") in _flat(result.stdout)
+
+
+def test_join_lines_are_not_wrapped_when_piped(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(cli_cluster, "out", Console(width=80))  # as `... > join.sh` sees it
+    cluster = load_cluster(THREE_NANOS)
+
+    result = runner.invoke(app, ["cluster", "join-lines", str(THREE_NANOS)])
+
+    lines = result.stdout.splitlines()
+    assert result.exit_code == 0
+    assert [ln for ln in lines if ln.startswith("ray start")] == [
+        ray_start_line(d) for d in cluster.devices
+    ]
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (["--kill-worker", "nonsense"], "--kill-worker"),
+        (["--kill-worker", "ghost@2"], "ghost"),
+        (["--mode", "bogus"], "--mode"),
+    ],
+    ids=["kill-syntax", "kill-unknown-device", "mode"],
+)
+def test_train_rejects_bad_options_before_starting_ray(
+    monkeypatch: pytest.MonkeyPatch, args: list[str], words: str
+) -> None:
+    monkeypatch.setattr(cli_train, "start_local", _refuse_ray)
+    start = time.perf_counter()
+
+    result = runner.invoke(app, ["train", str(THREE_NANOS), *args])
+
+    assert time.perf_counter() - start < 2.0
+    assert result.exit_code == 2, result.output
+    assert words in result.stderr
+    assert "Traceback" not in result.output
+    assert not isinstance(result.exception, AssertionError)
+
+
+@pytest.mark.parametrize("group", ["bench", "fault"])
+def test_group_help_works(group: str) -> None:
+    result = runner.invoke(app, [group, "--help"])
+
+    assert result.exit_code == 0
+    assert "Usage" in result.stdout
+    assert "Commands" in result.stdout
+
+
+def test_console_script_reports_bad_file_without_traceback(tmp_path: Path) -> None:
+    path = _write(tmp_path, NEGATIVE_MEMORY)
+    script = Path(sys.executable).parent / "edgewise"
+
+    proc = subprocess.run(
+        [str(script), "cluster", "check", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+        check=False,
+    )
+
+    assert proc.returncode == 2
+    assert "devices[0].memory_mb" in proc.stderr
+    assert "Traceback" not in proc.stderr
