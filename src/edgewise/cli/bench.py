@@ -6,9 +6,10 @@ import json
 from pathlib import Path
 
 import typer
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from edgewise.cli.common import err, out, user_errors
+from edgewise.cli.common import err, out, state_dir, user_errors
 from edgewise.runtime.bench import DEFAULT_CLUSTER, run_runtime_bench
 
 __all__ = ["app"]
@@ -42,3 +43,26 @@ def runtime(
         figures = run_runtime_bench(cluster, epochs=epochs, seed=seed,
                                     progress=lambda msg: status.update(msg))
     _emit(figures, as_json, "edgewise bench runtime")
+
+
+@app.command("deep-edge")
+@user_errors
+def deep_edge(
+    as_json: bool = typer.Option(False, "--json", help="print one JSON object on stdout"),
+    experiments: int = typer.Option(120, min=1, max=10000),
+    seed: int = typer.Option(0),
+    fit_budget: float = typer.Option(4.0, min=0.5, help="AutoML seconds per learned function"),
+    histogram: Path = typer.Option(None, help="speedup histogram PNG (default: state dir)"),
+) -> None:
+    """Deep-Edge §V-C: deep-edge vs fair on random testbed experiments, gap to the exact
+    oracle, solver time, model MAPE."""
+    from edgewise.update.bench import run_deep_edge_bench
+
+    png = histogram or state_dir() / "bench" / "deep-edge-speedup.png"
+    with Progress(TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn(),
+                  console=err, transient=True) as bar:
+        task = bar.add_task("deep-edge", total=1.0)
+        figures = run_deep_edge_bench(
+            experiments=experiments, seed=seed, fit_budget_s=fit_budget, histogram=png,
+            progress=lambda msg, frac: bar.update(task, description=msg, completed=frac))
+    _emit(figures, as_json, "edgewise bench deep-edge")

@@ -12,6 +12,7 @@ from edgewise.runtime.health import StrikeLedger
 from edgewise.runtime.ray_cluster import start_local
 from edgewise.service import serve as run_server
 from edgewise.service.ray_backend import RayJobBackend
+from edgewise.service.update_api import update_router
 
 __all__ = ["serve"]
 
@@ -35,7 +36,8 @@ def serve(
     try:
         err.print(f"manager for cluster {spec.name} on http://{host}:{port}/api/v1 "
                   f"(OpenAPI at /openapi.json)")
-        run_server(backend, host=host, port=port, allow_remote=allow_remote)
+        run_server(backend, host=host, port=port, allow_remote=allow_remote,
+                   routers=[update_router(state / "models", state)])
     finally:
         backend.close()
         runtime.shutdown()

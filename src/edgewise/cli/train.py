@@ -82,9 +82,11 @@ def demo(
                                                      "DEVICE@EPOCH ('' for none)"),
     epochs: int = typer.Option(8, min=1, max=100),
 ) -> None:
-    """The main job: start the Deep-Edge testbed emulated on this host, run a real
-    parameter-server model update with equal shards (a worker is killed mid-epoch and the
-    job recovers from its checkpoint), and show the result."""
+    """The main job, on the Deep-Edge testbed emulated on this host: (1) a real
+    parameter-server model update with equal shards, a worker killed mid-epoch and the job
+    recovering from its checkpoint; (2) the Deep-Edge plan for a testbed with one heavily
+    loaded Nano, run with SIFT really running beside the training on every worker."""
+    out.rule("1. data-parallel model update with a crash injected")
     result = run_update(EXAMPLES / "deep-edge-testbed.yaml", TrainConfig(epochs=epochs), 32,
                         kill_worker or None, None)
     for lost in result.interruptions:
@@ -92,3 +94,7 @@ def demo(
         out.print(f"fault: {lost.member} on {lost.device} ({lost.reason}); strikes now "
                   f"{lost.strikes}; the job resumed from {since}")
     out.print(f"[bold]final validation accuracy {result.val_accuracy:.3f}[/]")
+    out.rule("2. Deep-Edge: interference-aware plan, background apps running")
+    from edgewise.cli.update import DEMO_STATE, run_plan
+
+    run_plan(EXAMPLES / "deep-edge-testbed.yaml", "deep-edge", [DEMO_STATE], epochs, 0.0)

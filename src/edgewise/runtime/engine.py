@@ -17,6 +17,7 @@ from numpy.typing import NDArray
 from edgewise.cluster.model import Cluster
 from edgewise.errors import RuntimeFault
 from edgewise.nn.data import shard_indices
+from edgewise.perf.convergence import epochs_to_target
 from edgewise.runtime.datastore import DataStore
 from edgewise.runtime.health import StrikeLedger
 from edgewise.runtime.launch import Attempt, Interrupted, await_all, launch, monitor_handle
@@ -66,6 +67,7 @@ class TrainResult:
     transport_bytes: dict[str, dict[str, int]]
     checkpoint: Path | None
     seconds: float
+    stopped_early: bool = False
 
     @property
     def val_accuracy(self) -> float:
@@ -101,9 +103,10 @@ class _Job:
         self.checkpoint: bytes | None = None
         self.checkpoint_path: Path | None = None
         self.transport: dict[str, dict[str, int]] = {}
+        self.stopped_early = False
 
     def run_attempt(self, attempt: Attempt) -> None:
-        while len(self.records) < self.config.epochs:
+        while len(self.records) < self.config.epochs and not self.stopped_early:
             epoch = len(self.records)
             self.events("epoch_start", {"epoch": epoch, "workers": attempt.plan.workers})
             t0 = time.perf_counter()
@@ -119,8 +122,21 @@ class _Job:
                                  attempt.plan.workers, ids, stats)
             self.records.append(record)
             self.events("epoch_end", {"epoch": epoch, "record": record})
+            if self._reached_target():
+                break
         for w, h in attempt.workers.items():
             self.transport[w] = ray.get(h.bytes_sent.remote())
+
+    def _reached_target(self) -> bool:
+        """Accuracy monitor: re-estimate the epochs needed; True once the target is met."""
+        target = self.config.target_accuracy
+        if target is None:
+            return False
+        accuracies = [r.val_accuracy for r in self.records]
+        needed = epochs_to_target(accuracies, target)
+        self.events("estimate", {"epochs_needed": needed, "target": target})
+        self.stopped_early = accuracies[-1] >= target
+        return self.stopped_early
 
     def interrupted(self, lost: Interrupted) -> None:
         epoch = len(self.records)
@@ -150,7 +166,7 @@ def train(runtime: RayRuntime, config: TrainConfig, plan: TrainPlan, *,
         ray.kill(store, no_restart=True)
     return TrainResult(job.job_id, tuple(job.records), tuple(job.interruptions), plan,
                        dict(ledger.counts), shipped, job.transport, job.checkpoint_path,
-                       time.perf_counter() - started)
+                       time.perf_counter() - started, job.stopped_early)
 
 
 def _attempts(job: _Job, plan: TrainPlan, store: Any, monitor: Any, replan: Replan) -> TrainPlan:

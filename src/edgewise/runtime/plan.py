@@ -27,6 +27,7 @@ class TrainConfig:
     compression: Literal["lz4", "none"] = "lz4"
     max_restarts: int = 10
     worker_memory_mb: int = 1024
+    target_accuracy: float | None = None  # stop early once validation accuracy reaches it
 
 
 @dataclass(frozen=True, slots=True)

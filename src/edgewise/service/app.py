@@ -238,8 +238,10 @@ def make_server(
     token_path: Path | None = None,
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     allow_remote: bool = False,
+    routers: Sequence[APIRouter] = (),
 ) -> uvicorn.Server:
-    """A configured uvicorn server for the API; ConfigError for a host it must not bind."""
+    """A configured uvicorn server for the API (plus ``routers``, as in :func:`create_app`);
+    ConfigError for a host it must not bind."""
     if not _is_loopback(host) and not allow_remote:
         raise ConfigError(
             f"{host!r} is not a loopback address; pass allow_remote=True to expose the API",
@@ -248,7 +250,7 @@ def make_server(
     if not 0 <= port <= 65535:
         raise ConfigError(f"{port} is not a TCP port", field="port")
     token = load_or_create_token(token_path)
-    app = create_app(backend, token, max_body_bytes=max_body_bytes)
+    app = create_app(backend, token, max_body_bytes=max_body_bytes, routers=routers)
     config = uvicorn.Config(
         app, host=host, port=port, server_header=False, proxy_headers=False, log_level="info"
     )
@@ -263,6 +265,7 @@ def serve(
     token_path: Path | None = None,
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     allow_remote: bool = False,
+    routers: Sequence[APIRouter] = (),
 ) -> None:
     """Run the API until interrupted; prints where the token is kept, never the token."""
     server = make_server(
@@ -272,6 +275,7 @@ def serve(
         token_path=token_path,
         max_body_bytes=max_body_bytes,
         allow_remote=allow_remote,
+        routers=routers,
     )
     print(
         f"edgewise: API on http://{host}:{port}{API_PREFIX} "

@@ -1,0 +1,81 @@
+"""`edgewise profile`: profile the model-update task on this host under a stress grid."""
+
+from __future__ import annotations
+
+import math
+import statistics
+from pathlib import Path
+
+import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from edgewise.cli.common import err, out, user_errors
+from edgewise.perf.profiler import ProfileResult, default_config, quick_config
+from edgewise.perf.profiler import profile as run_profile
+
+__all__ = ["profile", "summary_rows", "summary_table"]
+
+
+def _median(values: list[float]) -> float:
+    finite = [v for v in values if not math.isnan(v)]
+    return statistics.median(finite) if finite else math.nan
+
+
+def summary_rows(result: ProfileResult) -> list[dict[str, float | int | str]]:
+    """Per stress point: rows, and the medians of compute time, update time, CPU while
+    training and the app's p95 execution time."""
+    groups: dict[str, list[dict[str, str | float | int]]] = {}
+    for sample in result.samples:
+        groups.setdefault(sample.point, []).append(sample.row)
+    summary: list[dict[str, float | int | str]] = []
+    for point, rows in groups.items():
+        def med(col: str, rows: list[dict[str, str | float | int]] = rows) -> float:
+            return _median([float(r[col]) for r in rows])
+        summary.append({"stress point": point, "rows": len(rows),
+                        "compute µs/sample": 1e6 * med("compute_s_per_sample"),
+                        "update ms": 1e3 * med("update_s"), "cpu %": med("cpu"),
+                        "cpu training %": med("new_cpu"), "sift exec ms": med("app_exec_ms")})
+    return summary
+
+
+def summary_table(result: ProfileResult) -> Table:
+    """The summary as a Rich table (medians over each stress point's rows)."""
+    rows = summary_rows(result)
+    table = Table(title=f"{result.path}: {len(result.samples)} rows ({result.written} new, "
+                        f"{result.skipped} already recorded); medians per stress point")
+    for col in (rows[0] if rows else {"stress point": ""}):
+        if col == "stress point":
+            table.add_column(col, no_wrap=True, min_width=len("cpu=100/mem=4096/io=0"))
+        else:
+            table.add_column(col, justify="right")
+    table.caption = ("cpu %: before training; cpu training %: p95 while training; sift exec "
+                     "ms: p95 of the co-located SIFT app's execution time while training")
+    for row in rows:
+        table.add_row(*(v if isinstance(v, str) else str(v) if isinstance(v, int)
+                        else f"{v:.1f}" for v in row.values()))
+    return table
+
+
+@user_errors
+def profile(
+    output: Path = typer.Option(Path("profiles/host-x86.csv"), help="profile CSV; an "
+                                "existing one is resumed (recorded samples are skipped)"),
+    device_type: str = typer.Option("host-x86", help="catalog name recorded in each row"),
+    quick: bool = typer.Option(False, help="a small grid (under a minute) instead of the "
+                                           "full one (a few minutes)"),
+    repeats: int = typer.Option(1, min=1, max=100, help="samples per grid point"),
+) -> None:
+    """Profile the model-update task (DigitsCNN training steps) on this host under CPU and
+    memory stress points with the SIFT app co-located (Deep-Edge §IV-B1)."""
+    config = (quick_config if quick else default_config)(device_type, repeats)
+    bars = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                    TimeElapsedColumn(), console=err)
+    with bars:
+        task = bars.add_task("starting", total=None)
+
+        def progress(done: int, total: int, label: str) -> None:
+            bars.update(task, completed=done, total=total, description=label)
+
+        result = run_profile(output, config, progress)
+    out.print(summary_table(result))

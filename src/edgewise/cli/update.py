@@ -1,0 +1,136 @@
+"""`edgewise update ...`: plan a model update (Deep-Edge) and carry it out."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import numpy as np
+import typer
+from rich.table import Table
+
+from edgewise.cli.common import err, out, state_dir, user_errors
+from edgewise.cli.progress import TrainingProgress
+from edgewise.cli.render import result_table
+from edgewise.cluster.schema import load_cluster
+from edgewise.errors import ConfigError
+from edgewise.runtime.health import StrikeLedger
+from edgewise.runtime.plan import TrainConfig
+from edgewise.runtime.ray_cluster import start_local
+from edgewise.update.policies import get_policy
+from edgewise.update.problem import UpdatePlan, UpdateProblem
+from edgewise.update.run import UpdateRun, cluster_problem, run_update
+from edgewise.update.sim import simulate
+
+__all__ = ["DEMO_STATE", "app", "apps_table", "parse_states", "plan_table", "run_plan"]
+
+app = typer.Typer(help="Model update (Deep-Edge): plan shards and batch sizes, run them.",
+                  no_args_is_help=True)
+N_DIGITS = 1437
+
+ClusterFile = Annotated[Path, typer.Argument(help="cluster YAML file")]
+States = typer.Option([], "--state", help="DEVICE=CPU,GPU,MEM: a worker's utilisation in % "
+                                          "(repeatable; idle otherwise)")
+Policy = typer.Option("deep-edge", help="deep-edge, deep-edge-literal, fair or exact")
+
+
+def parse_states(specs: list[str]) -> dict[str, tuple[float, float, float]]:
+    """``DEVICE=CPU,GPU,MEM`` items into states; ConfigError names the bad item."""
+    states: dict[str, tuple[float, float, float]] = {}
+    for spec in specs:
+        device, _, values = spec.partition("=")
+        try:
+            cpu, gpu, mem = (float(v) for v in values.split(","))
+        except ValueError:
+            raise ConfigError(f"expected DEVICE=CPU,GPU,MEM, got {spec!r}",
+                              field="--state") from None
+        if not all(0 <= v <= 100 for v in (cpu, gpu, mem)):
+            raise ConfigError(f"utilisations are percentages, got {spec!r}", field="--state")
+        states[device] = (cpu, gpu, mem)
+    return states
+
+
+def plan_table(problem: UpdateProblem, plan: UpdatePlan) -> Table:
+    """Workers, shards, batch sizes and the predicted pressure on each background app."""
+    sim = simulate(problem, plan)
+    table = Table(title=f"{plan.policy} plan: predicted epoch {plan.predicted_epoch_s:.1f} s "
+                        f"for {problem.n_samples} samples (calibrated device models)")
+    for col in ("worker", "type", "state cpu/gpu/mem %", "shard", "batch", "app", "predicted ms",
+                "deadline ms"):
+        table.add_column(col, justify="left" if col in ("worker", "type", "app") else "right")
+    for w in problem.workers:
+        apps = w.apps or ()
+        ms = ", ".join(f"{sim.exec_ms[a.name]:.0f}" for a in apps) or "-"
+        table.add_row(w.device, w.device_type, "/".join(f"{v:.0f}" for v in w.state),
+                      str(plan.shards.get(w.device, 0)) or "-",
+                      str(plan.batch_sizes.get(w.device, "-")),
+                      ", ".join(a.name for a in apps) or "-", ms,
+                      ", ".join(f"{a.deadline:.0f}" for a in apps) or "-")
+    return table
+
+
+def apps_table(run: UpdateRun) -> Table:
+    table = Table(title="background apps, measured while the update ran")
+    for col in ("app", "periods", "misses", "exec ms p50", "exec ms p95", "frames received"):
+        table.add_column(col, justify="left" if col == "app" else "right")
+    for a in run.apps:
+        table.add_row(a["app"], str(a["periods"]), str(a["misses"]), f"{a['exec_ms_p50']:.1f}",
+                      f"{a['exec_ms_p95']:.1f}", str(a["frames_received"]))
+    return table
+
+
+def _plan(file: Path, policy: str, states: list[str], samples: int
+          ) -> tuple[UpdateProblem, UpdatePlan]:
+    problem = cluster_problem(load_cluster(file), parse_states(states), samples)
+    unknown = sorted(set(parse_states(states)) - {w.device for w in problem.workers})
+    if unknown:
+        raise ConfigError(f"not worker devices of the cluster: {', '.join(unknown)}",
+                          field="--state")
+    return problem, get_policy(policy)(problem, np.random.default_rng(0))
+
+
+@app.command()
+@user_errors
+def plan(file: ClusterFile, policy: str = Policy, state: list[str] = States,
+         samples: int = typer.Option(3855, min=1, help="|M|, samples to train")) -> None:
+    """Plan the model update of a cluster: workers, shards, batch sizes, predicted epoch time
+    and predicted pressure on each background app."""
+    problem, result = _plan(file, policy, state, samples)
+    out.print(plan_table(problem, result))
+
+
+@app.command()
+@user_errors
+def run(file: ClusterFile, policy: str = Policy, state: list[str] = States,
+        epochs: int = typer.Option(5, min=1, max=1000),
+        target_accuracy: float = typer.Option(0.0, min=0.0, max=1.0,
+                                              help="stop early at this accuracy (0: off)")) -> None:
+    """Plan with POLICY, then run the update on the emulated cluster (digits CNN) with every
+    background app really running; report epochs and each app's deadline misses."""
+    run_plan(file, policy, state, epochs, target_accuracy)
+
+
+# A Nano under CPU and GPU stress: SIFT meets its deadline idle (175 ms) but not with training.
+DEMO_STATE = "nano-2=65,75,30"
+
+
+def run_plan(file: Path, policy: str, state: list[str], epochs: int,
+             target_accuracy: float) -> UpdateRun:
+    """Plan, show the plan, run it with the background apps, show the measurements."""
+    problem, result = _plan(file, policy, state, N_DIGITS)
+    out.print(plan_table(problem, result))
+    runtime = start_local(load_cluster(file))
+    config = TrainConfig(epochs=epochs, target_accuracy=target_accuracy or None)
+    try:
+        with TrainingProgress(epochs, N_DIGITS) as progress:
+            done = run_update(runtime, result, config, N_DIGITS,
+                              ledger=StrikeLedger(state_dir() / "strikes.json"), events=progress)
+    finally:
+        runtime.shutdown()
+    out.print(result_table(done.result))
+    out.print(apps_table(done))
+    err.print("The plan's times are predicted by the calibrated device models; the measured "
+              "times are the emulated digits update's. On an emulated cluster every background "
+              "app runs on this host's cores beside all the training, so their misses measure "
+              "the host's contention as much as the plan (see docs/deep-edge.md).")
+    return done

@@ -1,0 +1,307 @@
+"""The latency-critical background app of Deep-Edge §V-A: SIFT on a frame every 200 ms, sent
+with its JPEG over UDP to a stitching receiver; per-period execution times and misses."""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import socket
+import struct
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Final, Protocol
+
+import cv2
+import numpy as np
+from numpy.typing import NDArray
+
+from edgewise.errors import EdgewiseError
+
+__all__ = [
+    "MAX_DATAGRAM", "AppStats", "Reassembler", "ReceiverStats", "SiftApp", "StitchReceiver",
+    "decode_features", "decode_message", "encode_features", "encode_message", "split_message",
+    "summarise", "synth_frame",
+]  # fmt: skip
+
+FRAME_H, FRAME_W = 320, 640
+JPEG_QUALITY: Final = 80  # about 56 KB for a synthetic 640x320 frame, like the paper's
+MAX_DATAGRAM: Final = 60_000
+_FEAT: Final = struct.Struct("<4sHHI")  # magic, version, descriptor length, keypoints
+_MSG: Final = struct.Struct("<4sHHIII")  # magic, version, flags, frame id, feature/jpeg bytes
+_DGRAM: Final = struct.Struct("<4sIHHI")  # magic, message id, seq, count, message bytes
+_CHUNK: Final = MAX_DATAGRAM - _DGRAM.size
+F32 = NDArray[np.float32]
+
+
+class StopFlag(Protocol):
+    """A threading or multiprocessing Event."""
+
+    def is_set(self) -> bool: ...
+
+    def wait(self, timeout: float | None = None) -> bool: ...
+
+
+class WireError(EdgewiseError):
+    """A features blob, message or datagram is malformed."""
+
+
+@dataclass(frozen=True, slots=True)
+class AppStats:
+    """Per-period execution of a periodic app: ``periods`` released, ``processed`` run (the
+    rest were skipped because an overrun swallowed their whole period), deadline ``misses``
+    (late or skipped) and execution-time percentiles in ms (NaN when nothing ran)."""
+
+    periods: int
+    processed: int
+    exec_ms_p50: float
+    exec_ms_p95: float
+    exec_ms_max: float
+    misses: int
+    miss_rate: float
+
+
+@dataclass(frozen=True, slots=True)
+class ReceiverStats:
+    """What the stitching receiver saw: datagrams, frames reassembled and decoded, malformed
+    datagrams or messages dropped, incomplete messages evicted from its bounded buffer."""
+
+    datagrams: int
+    frames_complete: int
+    malformed: int
+    incomplete_dropped: int
+
+
+def summarise(exec_ms: list[float], periods: int, misses: int) -> AppStats:
+    """AppStats from the execution times of the periods that ran."""
+    p50, p95, top = (float(np.percentile(exec_ms, q)) if exec_ms else math.nan
+                     for q in (50, 95, 100))
+    return AppStats(periods, len(exec_ms), p50, p95, top, misses,
+                    misses / periods if periods else 0.0)
+
+
+def synth_frame(seed: int, index: int = 0) -> NDArray[np.uint8]:
+    """A deterministic 640x320 BGR frame: smooth textured noise, grain and random shapes."""
+    rng = np.random.default_rng([seed, index])
+    base = rng.normal(128, 40, (FRAME_H // 8, FRAME_W // 8, 3)).astype(np.float32)
+    img = np.asarray(cv2.resize(base, (FRAME_W, FRAME_H), interpolation=cv2.INTER_CUBIC))
+    img += rng.normal(0, 12, img.shape).astype(np.float32)
+    frame = np.clip(img, 0, 255).astype(np.uint8)
+    for _ in range(25):
+        colour = tuple(int(v) for v in rng.integers(0, 256, 3))
+        x, y, a, b = (int(v) for v in rng.integers(0, (FRAME_W, FRAME_H, 80, 80), 4))
+        kind = int(rng.integers(3))
+        if kind == 0:
+            cv2.circle(frame, (x, y), 5 + a // 2, colour, -1)
+        elif kind == 1:
+            cv2.rectangle(frame, (x, y), (x + 10 + a, y + 10 + b), colour, -1)
+        else:
+            cv2.line(frame, (x, y), (x + 8 * a - 320, y + 4 * b - 160), colour, 3)
+    return frame
+
+
+def encode_features(keypoints: F32, descriptors: F32) -> bytes:
+    """Keypoints (n, 4) float32 x, y, size, angle and descriptors (n, d) float32, behind an
+    8+4-byte header (magic ``EWSF``, version, d, n); little-endian, no pickle."""
+    n = keypoints.shape[0]
+    dim = descriptors.shape[1] if descriptors.ndim == 2 else 0
+    if keypoints.shape != (n, 4) or descriptors.shape[0] != n:
+        raise WireError(f"keypoints {keypoints.shape} and descriptors {descriptors.shape}")
+    return b"".join([_FEAT.pack(b"EWSF", 1, dim, n), keypoints.astype("<f4").tobytes(),
+                     descriptors.astype("<f4").tobytes()])
+
+
+def decode_features(blob: bytes | memoryview) -> tuple[F32, F32]:
+    """The (keypoints, descriptors) in a blob made by :func:`encode_features`."""
+    if len(blob) < _FEAT.size:
+        raise WireError("features blob shorter than its header")
+    magic, version, dim, n = _FEAT.unpack_from(blob)
+    if magic != b"EWSF" or version != 1 or len(blob) != _FEAT.size + 4 * n * (4 + dim):
+        raise WireError("bad features header or length")
+    body = np.frombuffer(blob, dtype="<f4", offset=_FEAT.size)
+    return body[: 4 * n].reshape(n, 4).copy(), body[4 * n :].reshape(n, dim).copy()
+
+
+def encode_message(frame_id: int, features: bytes, jpeg: bytes) -> bytes:
+    """One frame's message: header, features blob, JPEG bytes."""
+    return _MSG.pack(b"EWSM", 1, 0, frame_id, len(features), len(jpeg)) + features + jpeg
+
+
+def decode_message(message: bytes) -> tuple[int, F32, F32, bytes]:
+    """(frame id, keypoints, descriptors, JPEG bytes) of a message."""
+    if len(message) < _MSG.size:
+        raise WireError("message shorter than its header")
+    magic, version, flags, frame_id, n_feat, n_jpeg = _MSG.unpack_from(message)
+    if magic != b"EWSM" or version != 1 or flags or len(message) != _MSG.size + n_feat + n_jpeg:
+        raise WireError("bad message header or length")
+    view = memoryview(message)[_MSG.size :]
+    keypoints, descriptors = decode_features(view[:n_feat])
+    return frame_id, keypoints, descriptors, bytes(view[n_feat:])
+
+
+def split_message(message_id: int, message: bytes) -> list[bytes]:
+    """Datagrams of at most :data:`MAX_DATAGRAM` bytes, each with a sequence header."""
+    count = max(1, math.ceil(len(message) / _CHUNK))
+    if count > 0xFFFF:
+        raise WireError(f"message of {len(message)} bytes needs too many datagrams")
+    return [_DGRAM.pack(b"EWSD", message_id & 0xFFFFFFFF, seq, count, len(message))
+            + message[seq * _CHUNK : (seq + 1) * _CHUNK] for seq in range(count)]
+
+
+class Reassembler:
+    """Rebuilds messages from datagrams in any order, holding at most ``max_pending``
+    incomplete messages of at most ``max_message_bytes`` each (oldest evicted first)."""
+
+    def __init__(self, max_pending: int = 8, max_message_bytes: int = 4 << 20) -> None:
+        self.max_pending = max_pending
+        self.max_message_bytes = max_message_bytes
+        self.pending: OrderedDict[int, tuple[int, int, dict[int, bytes]]] = OrderedDict()
+        self.malformed = 0
+        self.incomplete_dropped = 0
+
+    def feed(self, datagram: bytes) -> bytes | None:
+        """The whole message when ``datagram`` completes one, else None; malformed datagrams
+        are counted and dropped."""
+        try:
+            magic, mid, seq, count, total = _DGRAM.unpack_from(datagram)
+        except struct.error:
+            magic = b""
+        chunk = datagram[_DGRAM.size :]
+        if (magic != b"EWSD" or seq >= count or total > self.max_message_bytes
+                or count != max(1, math.ceil(total / _CHUNK)) or len(chunk) > _CHUNK):
+            self.malformed += 1
+            return None
+        entry = self.pending.get(mid)
+        if entry is None:
+            while len(self.pending) >= self.max_pending:
+                self.pending.popitem(last=False)
+                self.incomplete_dropped += 1
+            entry = self.pending[mid] = (count, total, {})
+        if entry[:2] != (count, total):
+            self.malformed += 1
+            return None
+        entry[2][seq] = chunk
+        if len(entry[2]) < count:
+            return None
+        del self.pending[mid]
+        message = b"".join(entry[2][i] for i in range(count))
+        if len(message) != total:
+            self.malformed += 1
+            return None
+        return message
+
+
+class StitchReceiver:
+    """The stitching server: a thread receiving datagrams on ``127.0.0.1:port`` (0 picks a
+    free port), reassembling and decoding every frame's message."""
+
+    def __init__(self, port: int = 0, host: str = "127.0.0.1") -> None:
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
+        self.sock.bind((host, port))
+        self.sock.settimeout(0.05)
+        self.port: int = self.sock.getsockname()[1]
+        self.reassembler = Reassembler()
+        self.datagrams = self.frames_complete = self.bad_messages = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="stitch-receiver", daemon=True)
+
+    def start(self) -> StitchReceiver:
+        self._thread.start()
+        return self
+
+    def _loop(self) -> None:
+        while True:
+            try:
+                datagram = self.sock.recv(65536)
+            except TimeoutError:  # the socket stayed empty 50 ms: drained
+                if self._stop.is_set():
+                    return
+                continue
+            self.datagrams += 1
+            message = self.reassembler.feed(datagram)
+            if message is None:
+                continue
+            try:
+                decode_message(message)
+                self.frames_complete += 1
+            except WireError:
+                self.bad_messages += 1
+
+    def stop(self) -> ReceiverStats:
+        """Stop the thread once the socket is drained, close the socket; the counts."""
+        self._stop.set()
+        self._thread.join(timeout=2.0)
+        self.sock.close()
+        return self.stats()
+
+    def stats(self) -> ReceiverStats:
+        return ReceiverStats(self.datagrams, self.frames_complete,
+                             self.reassembler.malformed + self.bad_messages,
+                             self.reassembler.incomplete_dropped)
+
+
+class SiftApp:
+    """SIFT on a 640x320 frame every ``period_ms``, its features and JPEG sent over UDP to
+    ``127.0.0.1:port``. A period misses when its response time (finish − release) exceeds
+    ``deadline_ms`` (default: the period). Frames are synthesised from ``seed`` (a pool of
+    ``n_frames`` cycled, standing in for a camera). OpenCV runs single-threaded."""
+
+    def __init__(self, period_ms: float = 200.0, deadline_ms: float | None = None,
+                 port: int = 0, seed: int = 0, n_features: int = 500, n_frames: int = 8) -> None:
+        if period_ms <= 0:
+            raise EdgewiseError(f"period_ms must be positive, got {period_ms}")
+        self.period_ms = period_ms
+        self.deadline_ms = period_ms if deadline_ms is None else deadline_ms
+        self.port = port
+        self.frames = [synth_frame(seed, i) for i in range(n_frames)]
+        self.sift = cv2.SIFT.create(nfeatures=n_features)
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4 << 20)
+
+    def process(self, index: int) -> int:
+        """One period's work on frame ``index``: SIFT, serialise, JPEG, send; bytes sent."""
+        frame = self.frames[index % len(self.frames)]
+        grey = cv2.cvtColor(frame, cv2.COLOR_BGR2GRAY)
+        kps, desc = self.sift.detectAndCompute(grey, None)
+        points = np.array([(k.pt[0], k.pt[1], k.size, k.angle) for k in kps],
+                          dtype=np.float32).reshape(-1, 4)
+        feats = np.zeros((0, 128), np.float32) if desc is None else np.asarray(desc, np.float32)
+        ok, jpeg = cv2.imencode(".jpg", frame, [cv2.IMWRITE_JPEG_QUALITY, JPEG_QUALITY])
+        if not ok:
+            raise WireError("JPEG encoding failed")
+        message = encode_message(index, encode_features(points, feats), jpeg.tobytes())
+        for datagram in split_message(index, message):
+            # a full or refused socket loses the datagram, as UDP does
+            with contextlib.suppress(OSError):
+                self.sock.sendto(datagram, ("127.0.0.1", self.port))
+        return len(message)
+
+    def run(self, duration_s: float, stop: StopFlag | None = None,
+            on_period: Callable[[float, float, bool], object] | None = None) -> AppStats:
+        """Release a period every ``period_ms`` for ``duration_s`` (or until ``stop``, an
+        Event, is set); ``on_period(release, exec_ms, met)`` is called after each period."""
+        period = self.period_ms / 1000.0
+        n_periods = max(1, int(duration_s / period + 1e-9))
+        start, k, periods, misses, execs = time.monotonic(), 0, 0, 0, []
+        while k < n_periods and not (stop is not None and stop.is_set()):
+            release = start + k * period
+            wait = release - time.monotonic()
+            if wait > 0 and stop is not None and stop.wait(wait):
+                break
+            if wait > 0 and stop is None:
+                time.sleep(wait)
+            t0 = time.monotonic()
+            self.process(k)
+            t1 = time.monotonic()
+            met = (t1 - release) * 1000.0 <= self.deadline_ms
+            execs.append((t1 - t0) * 1000.0)
+            nxt = min(n_periods, max(k + 1, int((t1 - start) / period)))
+            periods, misses = periods + nxt - k, misses + (not met) + (nxt - k - 1)
+            if on_period is not None:
+                on_period(release, execs[-1], met)
+            k = nxt
+        self.sock.close()
+        return summarise(execs, periods, misses)

@@ -1,0 +1,88 @@
+"""Carries an update plan out: the core training engine (asynchronous parameter server) on
+the cluster, with each worker's background apps really running beside it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import ray
+
+from edgewise.cluster.model import Cluster
+from edgewise.perf.calibrated import calibrated
+from edgewise.runtime.background import BackgroundAppActor
+from edgewise.runtime.engine import TrainResult, train
+from edgewise.runtime.health import StrikeLedger
+from edgewise.runtime.plan import TrainConfig, TrainPlan
+from edgewise.runtime.ray_cluster import RayRuntime
+from edgewise.update.cost import integer_shards
+from edgewise.update.problem import AppLimit, UpdatePlan, UpdateProblem, WorkerState
+
+__all__ = ["UpdateRun", "cluster_problem", "run_update", "to_train_plan"]
+
+Events = Callable[[str, dict[str, Any]], None]
+
+
+def cluster_problem(cluster: Cluster, states: dict[str, tuple[float, float, float]],
+                    n_samples: int, ps_state: tuple[float, float, float] = (10.0, 0.0, 30.0),
+                    ) -> UpdateProblem:
+    """The update problem of a cluster file: its workers, their background apps (δ = the
+    deadline), the given states (idle by the calibrated model otherwise), calibrated models."""
+    from edgewise.cluster.model import Role
+
+    workers = []
+    for d in cluster.with_role(Role.WORKER):
+        model = calibrated(d.type)
+        idle = tuple(float(x) for x in model.idle_state()[0])
+        apps = tuple(AppLimit(a.name, a.kind, a.deadline_ms) for a in cluster.apps_on(d.name))
+        workers.append(WorkerState(d.name, d.type, states.get(d.name, idle), apps))  # type: ignore[arg-type]
+    models = {w.device_type: calibrated(w.device_type) for w in workers}
+    return UpdateProblem(tuple(workers), ps_state, n_samples, models)
+
+
+def to_train_plan(cluster: Cluster, plan: UpdatePlan, n_samples: int) -> TrainPlan:
+    """The engine's plan: the update plan's shard proportions over ``n_samples`` (integers
+    summing to it), its batch sizes (at most the shard), the cluster's server and store."""
+    import numpy as np
+
+    from edgewise.cluster.model import Role
+
+    workers = list(plan.workers)
+    shards = integer_shards(np.array([plan.shards[w] for w in workers], float), n_samples)
+    ps = cluster.with_role(Role.PARAMETER_SERVER)
+    store = cluster.with_role(Role.DATA_STORE)
+    ps_name = ps[0].name if ps else workers[0]
+    return TrainPlan({w: int(s) for w, s in zip(workers, shards, strict=True)},
+                     {w: max(1, min(plan.batch_sizes[w], int(s)))
+                      for w, s in zip(workers, shards, strict=True)},
+                     ps_name, store[0].name if store else ps_name, plan.policy)
+
+
+@dataclass(frozen=True, slots=True)
+class UpdateRun:
+    """A plan carried out: the training result and each background app's statistics."""
+
+    plan: UpdatePlan
+    train_plan: TrainPlan
+    result: TrainResult
+    apps: tuple[dict[str, Any], ...]
+
+
+def run_update(runtime: RayRuntime, plan: UpdatePlan, config: TrainConfig, n_samples: int, *,
+               ledger: StrikeLedger | None = None, events: Events | None = None) -> UpdateRun:
+    """Start every background app of the cluster on its device, run the plan through the
+    training engine, stop the apps and collect their deadline misses."""
+    cluster = runtime.cluster
+    apps = [BackgroundAppActor.options(  # type: ignore[attr-defined]
+        **runtime.actor_options(a.device, 128, name=f"app-{a.name}")
+    ).remote(a.name, a.kind, a.period_ms, a.deadline_ms, i) for i, a in
+        enumerate(cluster.background_apps)]
+    train_plan = to_train_plan(cluster, plan, n_samples)
+    try:
+        result = train(runtime, config, train_plan, ledger=ledger, events=events)
+    finally:
+        stats = tuple(ray.get([a.stop.remote() for a in apps]))
+        for a in apps:
+            ray.kill(a)
+    return UpdateRun(plan, train_plan, result, stats)

@@ -1,0 +1,63 @@
+"""Scores an update plan under a performance model (the calibrated ground truth by default
+in the benchmark): epoch time with integer batches, total cost (§III-A4), deadline misses."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+
+from edgewise.perf.schema import PerfModel
+from edgewise.update.problem import UpdatePlan, UpdateProblem
+
+__all__ = ["SimResult", "simulate"]
+
+
+@dataclass(frozen=True, slots=True)
+class SimResult:
+    """What a plan costs: epoch time (s), per-worker epoch times, total cost for
+    ``problem.epochs`` epochs with transfer and initialisation, each app's exec time (ms) and
+    the apps that miss their deadline."""
+
+    epoch_s: float
+    worker_epoch_s: Mapping[str, float]
+    total_cost_s: float
+    exec_ms: Mapping[str, float]
+    violations: tuple[str, ...]
+
+
+def _worker(problem: UpdateProblem, model: PerfModel, state: np.ndarray, d: int, b: int,
+            mean_b: float, n: int) -> tuple[float, np.ndarray]:
+    """epochTime_i = B_i (b_i t^compute + t^update) with B_i = ⌈d_i / b_i⌉ (§III-A3)."""
+    one = np.array([float(b)])
+    t_c = float(model.compute_time(state, one)[0])
+    t_u = float(model.update_time(state, one, np.array([mean_b]), np.array([problem.ps_state[0]]),
+                                  np.array([float(n)]))[0])
+    return math.ceil(d / b) * (b * t_c + t_u), model.new_state(state, one)
+
+
+def simulate(problem: UpdateProblem, plan: UpdatePlan,
+             truth: Mapping[str, PerfModel] | None = None) -> SimResult:
+    """Evaluate ``plan`` with ``truth`` models (default: the problem's own models)."""
+    models = truth or problem.models
+    workers = plan.workers
+    mean_b = float(np.mean([plan.batch_sizes[w] for w in workers])) if workers else 0.0
+    epochs: dict[str, float] = {}
+    exec_ms: dict[str, float] = {}
+    violations: list[str] = []
+    for w in problem.workers:
+        model, state = models[w.device_type], np.array([w.state], dtype=np.float64)
+        d = plan.shards.get(w.device, 0)
+        if d > 0:
+            epochs[w.device], state = _worker(problem, model, state, d, plan.batch_sizes[w.device],
+                                              mean_b, len(workers))
+        for app in w.apps:
+            exec_ms[app.name] = float(model.exec_time(app.kind, state)[0])
+            if exec_ms[app.name] > app.deadline:
+                violations.append(app.name)
+    total = max((problem.transfer_s_per_sample.get(w, 0.0) * plan.shards[w]
+                 + problem.init_s.get(w, 0.0) + epochs[w] * problem.epochs for w in epochs),
+                default=0.0)
+    return SimResult(max(epochs.values(), default=0.0), epochs, total, exec_ms, tuple(violations))
