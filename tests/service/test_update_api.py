@@ -145,6 +145,15 @@ def test_solver_errors_name_the_field(
     assert detail in response.json()["detail"]
 
 
+def test_a_models_directory_without_the_device_type_is_422(
+    client: TestClient, tmp_path: Path
+) -> None:
+    (tmp_path / "models" / "mine" / "jetson-tx2").mkdir(parents=True)
+    response = client.post(f"{UPDATE}/solve", json=_testbed(models="mine"))
+    assert response.status_code == 422
+    assert "none for device type 'jetson-nano'" in response.json()["detail"]
+
+
 def test_launch_starts_a_pending_job(client: TestClient, backend: InMemoryBackend) -> None:
     body = {
         "shards": {"tx2": 900, "nano": 537},
@@ -165,12 +174,16 @@ def test_launch_starts_a_pending_job(client: TestClient, backend: InMemoryBacken
     assert task.status_code == 200 and task.json() == job
 
 
-def test_launch_refuses_unknown_devices_and_target_accuracy(client: TestClient) -> None:
+def test_launch_refuses_unknown_devices_and_passes_the_target_accuracy(
+        client: TestClient, backend: InMemoryBackend) -> None:
     response = client.post(f"{UPDATE}/launch", json={"shards": {"ghost": 10}})
     assert response.status_code == 422 and "ghost" in response.json()["detail"]
+    body = {"shards": {"tx2": 10}, "target_accuracy": 1.5}
+    assert client.post(f"{UPDATE}/launch", json=body).status_code == 422
     body = {"shards": {"tx2": 10}, "target_accuracy": 0.9}
-    response = client.post(f"{UPDATE}/launch", json=body)
-    assert response.status_code == 422 and "target_accuracy" in response.json()["detail"]
+    job = client.post(f"{UPDATE}/launch", json=body).json()
+    spec = backend.job_spec(job["job_id"])
+    assert spec is not None and spec.target_accuracy == 0.9
 
 
 def test_unknown_task_is_404(client: TestClient) -> None:

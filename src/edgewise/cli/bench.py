@@ -51,7 +51,7 @@ def deep_edge(
     as_json: bool = typer.Option(False, "--json", help="print one JSON object on stdout"),
     experiments: int = typer.Option(120, min=1, max=10000),
     seed: int = typer.Option(0),
-    fit_budget: float = typer.Option(4.0, min=0.5, help="AutoML seconds per learned function"),
+    fit_budget: float = typer.Option(6.0, min=0.5, help="AutoML seconds per learned function"),
     histogram: Path = typer.Option(None, help="speedup histogram PNG (default: state dir)"),
 ) -> None:
     """Deep-Edge §V-C: deep-edge vs fair on random testbed experiments, gap to the exact

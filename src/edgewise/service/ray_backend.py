@@ -192,6 +192,11 @@ class RayJobBackend:
             job.thread.start()
         return job_id
 
+    @property
+    def ledger(self) -> StrikeLedger:
+        """The strike ledger of the resource monitor (three strikes and out)."""
+        return self._ledger
+
     def _config(self, spec: TrainJobSpec) -> TrainConfig:
         """The spec's training settings; the runtime's other knobs keep their defaults."""
         return TrainConfig(
@@ -201,6 +206,7 @@ class RayJobBackend:
             learning_rate=spec.learning_rate,
             seed=spec.seed,
             heartbeat_s=self._heartbeat_s,
+            target_accuracy=spec.target_accuracy,
         )
 
     def job_status(self, job_id: str) -> JobStatus | None:

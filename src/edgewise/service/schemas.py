@@ -44,7 +44,9 @@ class TrainJobSpec(BaseModel):
     batch_sizes: dict[DeviceName, BatchSize] | None = Field(
         default=None, max_length=MAX_DEVICES, description="mini-batch size per device"
     )
-    learning_rate: float = Field(default=0.01, gt=0, le=10)
+    learning_rate: float = Field(default=0.003, gt=0, le=10)
+    target_accuracy: float | None = Field(
+        default=None, gt=0, le=1, description="stop early once validation accuracy reaches it")
     seed: int = Field(default=0, ge=0, le=2**63 - 1)
 
     @field_validator("workers")

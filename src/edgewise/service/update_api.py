@@ -121,10 +121,6 @@ def solve(request: SolveRequest, models_dir: Path) -> SolveResponse:
 
 def _job_spec(request: LaunchRequest) -> TrainJobSpec:
     """The Launcher's DL arguments as a job spec; the workers are the devices with a shard."""
-    if request.target_accuracy is not None:
-        raise ConfigError(
-            "not supported yet: jobs run for the requested epochs", field="target_accuracy"
-        )
     return TrainJobSpec(
         mode=request.mode,
         epochs=request.epochs,
@@ -133,14 +129,14 @@ def _job_spec(request: LaunchRequest) -> TrainJobSpec:
         batch_sizes=None if request.batch_sizes is None else dict(request.batch_sizes),
         learning_rate=request.learning_rate,
         seed=request.seed,
+        target_accuracy=request.target_accuracy,
     )
 
 
 def monitor_view(backend: JobBackend) -> MonitorView:
     """The Resource Monitor's view; strikes come from the backend's ``ledger`` if it has one
     (read with getattr: the JobBackend protocol does not promise one)."""
-    # RayJobBackend keeps its StrikeLedger private (``_ledger``); prefer a public ``ledger``.
-    ledger = getattr(backend, "ledger", None) or getattr(backend, "_ledger", None)
+    ledger = getattr(backend, "ledger", None)
     counts: dict[str, int] = dict(getattr(ledger, "counts", None) or {})
     limit = int(getattr(ledger, "limit", DEFAULT_STRIKE_LIMIT))
     return MonitorView(
