@@ -100,7 +100,8 @@ def test_app_runs_periodically_and_every_period_is_accounted_for() -> None:
     assert stats.periods == 7 and 1.2 <= elapsed < 2.5
     assert stats.processed + (stats.periods - stats.processed) == stats.periods
     assert stats.misses <= stats.periods and stats.miss_rate == stats.misses / stats.periods
-    assert 1.0 < stats.exec_ms_p50 <= stats.exec_ms_p95 <= stats.exec_ms_max < 2000.0
+    assert stats.exec_ms_p50 > 1.0
+    assert stats.exec_ms_p50 <= stats.exec_ms_p95 <= stats.exec_ms_max < 2000.0
     assert seen.frames_complete == stats.processed and seen.malformed == 1
     assert seen.datagrams > stats.processed  # several datagrams per frame, plus the junk
 

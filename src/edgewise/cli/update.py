@@ -134,3 +134,32 @@ def run_plan(file: Path, policy: str, state: list[str], epochs: int,
               "app runs on this host's cores beside all the training, so their misses measure "
               "the host's contention as much as the plan (see docs/deep-edge.md).")
     return done
+
+
+@app.command()
+@user_errors
+def fit(
+    profile_csv: Annotated[Path, typer.Argument(help="a profile CSV (edgewise profile)")],
+    device_type: str = typer.Option(..., help="the device type the profile was recorded on"),
+    output: Path = typer.Option(None, help="save the models here (default: state dir)"),
+    budget: float = typer.Option(0.0, min=0.0, help="AutoML seconds per function (0: trials)"),
+    trials: int = typer.Option(30, min=1, help="AutoML trials per function when budget is 0"),
+    seed: int = typer.Option(0),
+) -> None:
+    """Fit the performance and interference models of one device type from a profile
+    (FLAML AutoML), print their held-out MAPE (Table I) and save them."""
+    import pandas as pd
+
+    from edgewise.perf.models import fit_models, mape_markdown, mape_table, save
+
+    try:
+        frame = pd.read_csv(profile_csv)
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"cannot read the profile: {exc}", source=str(profile_csv)) from None
+    with err.status(f"fitting {device_type} models"):
+        models = fit_models(frame, device_type, time_budget_s=budget or None,
+                            max_trials=None if budget else trials, seed=seed)
+    target = output or state_dir() / "models" / "default" / device_type
+    save(models, target)
+    print(mape_markdown(mape_table({device_type: models})))
+    err.print(f"saved to {target}")

@@ -7,9 +7,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import ray
 
-from edgewise.cluster.model import Cluster
+from edgewise.cluster.model import Cluster, Role
 from edgewise.perf.calibrated import calibrated
 from edgewise.runtime.background import BackgroundAppActor
 from edgewise.runtime.engine import TrainResult, train
@@ -29,8 +30,6 @@ def cluster_problem(cluster: Cluster, states: dict[str, tuple[float, float, floa
                     ) -> UpdateProblem:
     """The update problem of a cluster file: its workers, their background apps (δ = the
     deadline), the given states (idle by the calibrated model otherwise), calibrated models."""
-    from edgewise.cluster.model import Role
-
     workers = []
     for d in cluster.with_role(Role.WORKER):
         model = calibrated(d.type)
@@ -44,10 +43,6 @@ def cluster_problem(cluster: Cluster, states: dict[str, tuple[float, float, floa
 def to_train_plan(cluster: Cluster, plan: UpdatePlan, n_samples: int) -> TrainPlan:
     """The engine's plan: the update plan's shard proportions over ``n_samples`` (integers
     summing to it), its batch sizes (at most the shard), the cluster's server and store."""
-    import numpy as np
-
-    from edgewise.cluster.model import Role
-
     workers = list(plan.workers)
     shards = integer_shards(np.array([plan.shards[w] for w in workers], float), n_samples)
     ps = cluster.with_role(Role.PARAMETER_SERVER)
