@@ -66,3 +66,24 @@ def deep_edge(
             experiments=experiments, seed=seed, fit_budget_s=fit_budget, histogram=png,
             progress=lambda msg, frac: bar.update(task, description=msg, completed=frac))
     _emit(figures, as_json, "edgewise bench deep-edge")
+
+
+@app.command()
+@user_errors
+def seifer(
+    as_json: bool = typer.Option(False, "--json", help="print one JSON object on stdout"),
+    trials: int = typer.Option(50, min=1, max=10000, help="trials per node count"),
+    seed: int = typer.Option(0),
+    quick: bool = typer.Option(False, "--quick", help="5 trials per node count"),
+) -> None:
+    """SEIFER §6.1: partition-and-placement policies on random geometric clusters over the
+    model zoo, approximation ratios, decision time, and a real pipeline on emulated links."""
+    from edgewise.pipeline.bench import run_seifer_bench
+
+    with Progress(TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn(),
+                  console=err, transient=True) as bar:
+        task = bar.add_task("seifer", total=1.0)
+        figures = run_seifer_bench(
+            trials=trials, seed=seed, quick=quick,
+            progress=lambda msg, frac: bar.update(task, description=msg, completed=frac))
+    _emit(figures, as_json, "edgewise bench seifer")

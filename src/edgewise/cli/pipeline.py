@@ -1,0 +1,70 @@
+"""`edgewise pipeline ...`: partitioned inference (SEIFER) — where a model can be cut."""
+
+from __future__ import annotations
+
+import json
+from itertools import accumulate
+from typing import Any
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from edgewise.cli.common import out, user_errors
+from edgewise.nn.graph import (
+    candidate_points,
+    explain_no_candidates,
+    layer_dag,
+    to_chain,
+    topological_depth,
+)
+from edgewise.nn.zoo import build, zoo_names
+
+__all__ = ["app"]
+
+app = typer.Typer(help="Partitioned inference (SEIFER): candidate partition points of a model.",
+                  no_args_is_help=True)
+
+
+def _rows(model: str, dtype_bytes: int) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The candidate points of a zoo model with depth, transfer size and cumulative memory."""
+    net, example = build(model)
+    dag = layer_dag(net, example, dtype_bytes)
+    points, depth = candidate_points(dag), topological_depth(dag)
+    chain = to_chain(model, dag, points)
+    transfer = (chain.input_bytes, *chain.output_bytes)
+    memory = (0, *accumulate(chain.memory_bytes))
+    rows = [{"label": str(p), "depth": depth[p], "layer": str(dag.nodes[p]["layer"]),
+             "transfer_bytes": transfer[i], "cumulative_memory_bytes": memory[i]}
+            for i, p in enumerate(points)]
+    head = {"model": model, "tracer": dag.graph["tracer"], "vertices": len(dag),
+            "dtype_bytes": dtype_bytes, "explanation": explain_no_candidates(dag)}
+    return head, rows
+
+
+@app.command()
+@user_errors
+def analyze(
+    model: str = typer.Argument(..., help="a zoo model: " + ", ".join(zoo_names())),
+    dtype_bytes: int = typer.Option(4, "--dtype-bytes", help="bytes per floating element"),
+    as_json: bool = typer.Option(False, "--json", help="print JSON instead of a table"),
+) -> None:
+    """Trace MODEL and list its candidate partition points (SEIFER §3.1), with each point's
+    topological depth, transfer size and the memory of everything up to it."""
+    head, rows = _rows(model, dtype_bytes)
+    if as_json:
+        print(json.dumps({**head, "points": rows}, indent=2))
+        return
+    if head["explanation"]:
+        out.print(f"[yellow]{escape(model)}: no candidate partition point inside the model:[/] "
+                  f"{escape(head['explanation'])}")
+        return
+    table = Table(title=f"{model}: {len(rows)} candidate points ({head['tracer']}, "
+                  f"{head['vertices']} vertices, batch 1, {dtype_bytes} B/element)")
+    for col in ("#", "label", "layer", "depth", "transfer KB", "cumulative memory MB"):
+        table.add_column(col, justify="left" if col in ("label", "layer") else "right")
+    for i, r in enumerate(rows):
+        table.add_row(str(i), escape(r["label"]), escape(r["layer"]), str(r["depth"]),
+                      f"{r['transfer_bytes'] / 1e3:,.1f}",
+                      f"{r['cumulative_memory_bytes'] / 1e6:,.2f}")
+    out.print(table)

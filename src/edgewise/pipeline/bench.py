@@ -1,0 +1,154 @@
+"""`edgewise bench seifer`: SEIFER's §6.1 sweep and a real pipeline on emulated links.
+
+Sweep: for each node count (5, 10, 15, 20, 50) and ``trials`` seeded trials, a zoo model
+(cycled), a random geometric cluster (§6.1, Eq. 13; node memory drawn from 64, 128, 256,
+512 MB as the paper's capacities) and a number of bandwidth classes drawn from 2..20; every
+policy plans and the bottleneck latency (Eq. 3) of its plan is computed. Approximation
+ratios are to ``exact`` where it is tractable (up to ``exact_nodes`` nodes) and to the
+Theorem 1 lower bound elsewhere. Real run: a Sequential CNN split at its layers is placed
+by ``bottleneck-dp`` on an emulated cluster with shaped links and streams requests; the
+measured throughput is compared with the plan's bound 1 / bottleneck.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections import defaultdict
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from edgewise.errors import InfeasibleError
+from edgewise.nn.zoo import chain as zoo_chain
+from edgewise.nn.zoo import zoo_names
+from edgewise.pipeline.generate import random_instance
+from edgewise.pipeline.policies import get_policy
+from edgewise.pipeline.policies.exact import theorem1_lower_bound
+from edgewise.pipeline.problem import ModelChain, PipelineProblem
+
+__all__ = ["NODE_COUNTS", "run_seifer_bench"]
+
+NODE_COUNTS = (5, 10, 15, 20, 50)
+MEMORY_MB = (64, 128, 256, 512)
+POLICIES = ("random", "joint-greedy", "seifer", "bottleneck-dp")
+Progress = Callable[[str, float], None]
+
+
+def _instance(n: int, model: ModelChain, rng: np.random.Generator) -> PipelineProblem:
+    memory = float(rng.choice(MEMORY_MB))
+    return random_instance(n, model, rng, memory_mb=(memory, memory))
+
+
+def _plan(name: str, problem: PipelineProblem, rng: np.random.Generator,
+          classes: int) -> tuple[float, float]:
+    """(bottleneck s, decision s) of one policy; inf when it finds no plan."""
+    started = time.perf_counter()
+    try:
+        if name == "seifer":
+            from edgewise.pipeline.policies.seifer import seifer
+
+            plan = seifer(problem, rng, n_classes=classes)
+        else:
+            plan = get_policy(name)(problem, rng)
+        return plan.bottleneck_s, time.perf_counter() - started
+    except InfeasibleError:
+        return float("inf"), time.perf_counter() - started
+
+
+def _trial(n: int, model: ModelChain, rng: np.random.Generator,
+           exact_nodes: int) -> dict[str, Any] | None:
+    problem = _instance(n, model, rng)
+    classes = int(rng.integers(2, 21))
+    results = {p: _plan(p, problem, rng, classes) for p in POLICIES}
+    if not np.isfinite(results["bottleneck-dp"][0]):
+        return None  # the model does not fit this cluster at all
+    if n <= exact_nodes:
+        best, exact_ok = get_policy("exact")(problem, rng).bottleneck_s, True
+    else:
+        best = theorem1_lower_bound(problem, [model.input_bytes])
+        exact_ok = False
+    return {"n": n, "model": model.name, "classes": classes, "best": best,
+            "exact": exact_ok, **{p: r[0] for p, r in results.items()},
+            **{f"{p}_seconds": r[1] for p, r in results.items()}}
+
+
+def _ratio(rows: list[dict[str, Any]], policy: str, *, exact_only: bool) -> float:
+    vals = [r[policy] / r["best"] for r in rows
+            if (r["exact"] or not exact_only) and np.isfinite(r[policy]) and r["best"] > 0]
+    return round(statistics.mean(vals), 4) if vals else float("nan")
+
+
+def _summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    finite = [r for r in rows if np.isfinite(r["seifer"])]
+    by_n: dict[int, list[dict[str, Any]]] = defaultdict(list)
+    for r in finite:
+        by_n[r["n"]].append(r)
+    exact_rows = [r for r in finite if r["exact"]]
+    return {
+        "trials": len(rows),
+        "seifer_infeasible_trials": len(rows) - len(finite),
+        "speedup_vs_random_mean": round(statistics.mean(
+            r["random"] / r["seifer"] for r in finite if np.isfinite(r["random"])), 4),
+        "speedup_vs_joint_by_nodes": {str(n): round(statistics.mean(
+            r["joint-greedy"] / r["seifer"] for r in rs), 4) for n, rs in sorted(by_n.items())},
+        "approx_ratio_mean": _ratio(finite, "seifer", exact_only=True),
+        "joint_greedy_approx_ratio_mean": _ratio(finite, "joint-greedy", exact_only=True),
+        "bottleneck_dp_approx_ratio_mean": _ratio(rows, "bottleneck-dp", exact_only=True),
+        "approx_ratio_to_theorem1_by_nodes": {
+            str(n): {p: _ratio(rs, p, exact_only=False) for p in POLICIES[1:]}
+            for n, rs in sorted(by_n.items()) if not rs[0]["exact"]},
+        "bottleneck_dp_ties_or_beats": {str(n): all(
+            r["bottleneck-dp"] <= min(r["seifer"], r["joint-greedy"]) * (1 + 1e-9) for r in rs)
+            for n, rs in sorted(by_n.items())},
+        "optimal_share": round(sum(r["seifer"] <= r["best"] * (1 + 1e-9)
+                                   for r in exact_rows) / max(len(exact_rows), 1), 4),
+        "decision_seconds_50_nodes": round(max(
+            (r["seifer_seconds"] for r in finite if r["n"] == 50), default=0.0), 4),
+        "decision_seconds_50_nodes_bottleneck_dp": round(max(
+            (r["bottleneck-dp_seconds"] for r in rows if r["n"] == 50), default=0.0), 4),
+    }
+
+
+def sweep(*, trials: int, node_counts: tuple[int, ...], seed: int, exact_nodes: int,
+          models: list[str] | None = None, progress: Progress = lambda m, f: None
+          ) -> list[dict[str, Any]]:
+    """The §6.1 sweep; one row per feasible trial."""
+    names = models or zoo_names()
+    chains = {}
+    for k, name in enumerate(names):
+        progress(f"tracing {name}", 0.1 * k / len(names))
+        chains[name] = zoo_chain(name)
+    usable = [c for c in chains.values() if c.n_segments >= 2]
+    rng = np.random.default_rng(seed)
+    rows: list[dict[str, Any]] = []
+    total = trials * len(node_counts)
+    for i, n in enumerate(node_counts):
+        for t in range(trials):
+            progress(f"{n} nodes, trial {t + 1}/{trials}", 0.1 + 0.8 * (i * trials + t) / total)
+            row = _trial(n, usable[(i * trials + t) % len(usable)], rng, exact_nodes)
+            if row is not None:
+                rows.append(row)
+    return rows
+
+
+def run_seifer_bench(*, trials: int = 50, seed: int = 0, quick: bool = False,
+                     progress: Progress = lambda m, f: None) -> dict[str, Any]:
+    """The sweep (``quick``: 5 trials, no 50-node count... see docs) and the real pipeline."""
+    started = time.perf_counter()
+    counts = NODE_COUNTS
+    if quick:
+        trials = min(trials, 5)
+    rows = sweep(trials=trials, node_counts=counts, seed=seed, exact_nodes=6,
+                 progress=progress)
+    figures = _summary(rows)
+    progress("real pipeline on emulated links", 0.9)
+    from edgewise.pipeline.realrun import real_pipeline_figures
+
+    figures.update(real_pipeline_figures(seed=seed))
+    figures["paper"] = {"speedup_vs_random": 10.0, "approx_ratio_64mb": 1.09,
+                        "joint_greedy_approx_ratio_64mb": 1.08}
+    figures["seconds"] = round(time.perf_counter() - started, 1)
+    return figures
+

@@ -1,0 +1,195 @@
+"""Cost tables, the objective, and the distinct-node path search shared by the policies."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+from numpy.typing import NDArray
+
+from edgewise.errors import InfeasibleError
+from edgewise.pipeline.problem import PipelinePlan, PipelineProblem, bottleneck_s
+
+__all__ = ["SearchBudgetExceeded", "Tables", "feasible_path", "make_plan", "matchable",
+           "objective", "tables"]
+
+Array = NDArray[np.float64]
+Path = tuple[tuple[int, ...], tuple[int, ...]]
+
+
+class SearchBudgetExceeded(Exception):
+    """The path search expanded more states than its budget allowed."""
+
+
+def objective(problem: PipelineProblem, cuts: Sequence[int], nodes: Sequence[int]) -> float:
+    """Eq. 2–3's bottleneck latency, plus each stage's compute time when ``gflops`` is given.
+
+    Every policy reports this, so that plans of different policies compare."""
+    return bottleneck_s(problem, tuple(cuts), tuple(nodes),
+                        include_compute=problem.gflops is not None)
+
+
+def make_plan(problem: PipelineProblem, cuts: Sequence[int], nodes: Sequence[int],
+              policy: str) -> PipelinePlan:
+    """A plan whose ``bottleneck_s`` is :func:`objective` of its cuts and nodes."""
+    c, n = tuple(int(x) for x in cuts), tuple(int(x) for x in nodes)
+    return PipelinePlan(c, n, objective(problem, c, n), policy)
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Tables:
+    """Per-instance tables. Vertex 0 is the dispatcher, vertex ``v + 1`` node ``v``.
+
+    ``times[i, a, b]`` is the time to send the input of a partition starting at segment
+    ``i`` (η(p_0) for ``i == 0``, else the output of segment ``i - 1``) over link a→b,
+    computed exactly as :func:`bottleneck_s` does; ``compute[i, j, v]`` is segments
+    ``i..j`` on node ``v`` (zeros without ``gflops``)."""
+
+    problem: PipelineProblem
+    prefix_mem: tuple[int, ...]
+    sizes: tuple[int, ...]
+    times: Array
+    compute: Array
+
+    @property
+    def n_seg(self) -> int:
+        return len(self.sizes)
+
+    @property
+    def n_nodes(self) -> int:
+        return len(self.problem.nodes)
+
+    def mem(self, i: int, j: int) -> int:
+        """Memory of segments ``i..j`` inclusive."""
+        return self.prefix_mem[j + 1] - self.prefix_mem[i]
+
+    def fits(self, i: int, j: int, v: int) -> bool:
+        """Whether segments ``i..j`` fit node ``v``'s own memory κ_v."""
+        return self.mem(i, j) <= self.problem.memory_bytes[v]
+
+
+def tables(problem: PipelineProblem) -> Tables:
+    """Build :class:`Tables`; InfeasibleError if a segment fits no node (Eq. 6 is empty)."""
+    chain, n = problem.chain, len(problem.nodes)
+    biggest = max(problem.memory_bytes)
+    too_big = [i for i, m in enumerate(chain.memory_bytes) if m > biggest]
+    if too_big:
+        raise InfeasibleError(f"segment {too_big[0]} of {chain.name!r} needs "
+                              f"{chain.memory_bytes[too_big[0]]} B, more than the largest "
+                              f"node's memory ({biggest} B)")
+    sizes = (chain.input_bytes, *chain.output_bytes[:-1])
+    bw = problem.bandwidth_mbps
+    with np.errstate(divide="ignore"):
+        times = np.stack([np.where(bw > 0, s / problem.compression * 8 / (bw * 1e6), np.inf)
+                          for s in sizes])
+    compute = np.zeros((len(sizes), len(sizes), n))
+    if problem.gflops is not None:
+        speed = np.asarray(problem.gflops, dtype=np.float64) * 1e9
+        for i in range(len(sizes)):
+            for j in range(i, len(sizes)):
+                compute[i, j] = sum(chain.flops[i:j + 1]) / speed
+    prefix = np.concatenate([[0], np.cumsum(chain.memory_bytes, dtype=np.int64)])
+    return Tables(problem, tuple(int(x) for x in prefix), sizes, times, compute)
+
+
+def matchable(part_mem: Sequence[int], node_mem: Sequence[int]) -> bool:
+    """Whether partitions can go to distinct nodes they fit: the k-th largest partition
+    must fit the k-th largest node (Hall's condition for nested neighbourhoods)."""
+    if len(part_mem) > len(node_mem):
+        return False
+    nodes = sorted(node_mem, reverse=True)
+    return all(m <= k for m, k in zip(sorted(part_mem, reverse=True), nodes, strict=False))
+
+
+def _min_parts(t: Tables) -> list[int]:
+    """``out[i]``: fewest partitions that cover segments ``i..`` on the largest memory
+    (greedy longest ranges are optimal for a count)."""
+    kappa, out = max(t.problem.memory_bytes), [0] * (t.n_seg + 1)
+    for i in range(t.n_seg - 1, -1, -1):
+        j = i
+        while j + 1 < t.n_seg and t.mem(i, j + 1) <= kappa:
+            j += 1
+        out[i] = 1 + out[j + 1]
+    return out
+
+
+@dataclass(slots=True)
+class _Search:
+    t: Tables
+    beta: float
+    budget: int
+    min_parts: list[int]
+    nogoods: dict[tuple[int, int], list[int]] = field(default_factory=dict)
+    cache: dict[tuple[int, int], list[tuple[int, int]]] = field(default_factory=dict)
+
+    def options(self, i: int, v: int) -> list[tuple[int, int]]:
+        """``(end, next node)`` moves from partition start ``i`` on ``v``, whatever is used:
+        longest partition first (fewer transfers), then fastest link; ``(last, -1)`` ends."""
+        if (i, v) not in self.cache:
+            t, last, out = self.t, self.t.n_seg - 1, []
+            stop = i  # memory and compute only grow with the partition's end
+            while stop <= last and t.fits(i, stop, v) and t.compute[i, stop, v] <= self.beta:
+                stop += 1
+            for end in range(stop - 1, i - 1, -1):
+                if end == last:
+                    out.append((end, -1))
+                    continue
+                row = t.times[end + 1, v + 1, 1:]
+                ok = (row <= self.beta) & np.isfinite(row) & (
+                    t.compute[end + 1, end + 1] <= self.beta)
+                out += [(end, w) for w in np.flatnonzero(ok)[np.argsort(row[ok],
+                                                                         kind="stable")]
+                        .tolist() if t.fits(end + 1, end + 1, w)]
+            self.cache[i, v] = out
+        return self.cache[i, v]
+
+    def run(self, i: int, v: int, used: int) -> tuple[list[int], list[int]] | int:
+        """From partition start ``i`` on node ``v`` (in ``used``): ``(ends, nodes)``
+        reversed, or on failure its nogood — the used nodes it was refused, so that the
+        state fails for every used set containing them."""
+        for nogood in self.nogoods.get((i, v), ()):
+            if nogood & ~used == 0:
+                return nogood
+        self.budget -= 1
+        if self.budget < 0:
+            raise SearchBudgetExceeded
+        if self.min_parts[i] - 1 > self.t.n_nodes - used.bit_count():
+            blockers = used  # too few free nodes left; fewer still with more used
+        else:
+            blockers = 0
+            for end, w in self.options(i, v):
+                if w < 0:
+                    return [end], [v]
+                if used >> w & 1:
+                    blockers |= 1 << w
+                    continue
+                sub = self.run(end + 1, w, used | 1 << w)
+                if isinstance(sub, tuple):
+                    return [*sub[0], end], [*sub[1], v]
+                blockers |= sub & ~(1 << w)  # w is this branch's own choice
+        self.nogoods.setdefault((i, v), []).append(blockers)
+        return blockers
+
+
+def feasible_path(t: Tables, beta: float, budget: int = 200_000) -> Path | None:
+    """A plan whose every transfer and stage takes ≤ ``beta``, or None if there is none.
+
+    Depth-first search over states (segment ``i``, node ``v``, used-node set) with nogood
+    learning: a failed state records the used nodes it was refused (its nogood) and fails
+    at once for any later used set containing them (an empty nogood: it always fails).
+    The search is therefore exact; it expands at most ``n_seg · n · 2^n`` states, far
+    fewer in practice, and raises :class:`SearchBudgetExceeded` after ``budget``
+    expansions. Infinite times (no link) are never accepted, even for ``beta = inf``."""
+    search = _Search(t, beta, budget, _min_parts(t))
+    first = t.times[0, 0, 1:]
+    ok = (first <= beta) & np.isfinite(first) & (t.compute[0, 0] <= beta)
+    for v in np.flatnonzero(ok)[np.argsort(first[ok], kind="stable")].tolist():
+        if not t.fits(0, 0, v):
+            continue
+        found = search.run(0, v, 1 << v)
+        if isinstance(found, tuple):
+            ends, nodes = found
+            cuts = (0, *(e + 1 for e in reversed(ends)))
+            return cuts, tuple(reversed(nodes))
+    return None
