@@ -85,7 +85,9 @@ def demo(
     """The main job, on the Deep-Edge testbed emulated on this host: (1) a real
     parameter-server model update with equal shards, a worker killed mid-epoch and the job
     recovering from its checkpoint; (2) the Deep-Edge plan for a testbed with one heavily
-    loaded Nano, run with SIFT really running beside the training on every worker."""
+    loaded Nano, run with SIFT really running beside the training on every worker; (3) a
+    CNN partitioned over emulated Jetson Nanos behind slow links, one stage killed
+    mid-stream and every request answered once."""
     out.rule("1. data-parallel model update with a crash injected")
     result = run_update(EXAMPLES / "deep-edge-testbed.yaml", TrainConfig(epochs=epochs), 32,
                         kill_worker or None, None)
@@ -98,3 +100,7 @@ def demo(
     from edgewise.cli.update import DEMO_STATE, run_plan
 
     run_plan(EXAMPLES / "deep-edge-testbed.yaml", "deep-edge", [DEMO_STATE], epochs, 0.0)
+    out.rule("3. SEIFER: partitioned inference on slow links, a stage killed mid-stream")
+    from edgewise.cli.pipeline_run import run as run_pipeline_demo
+
+    run_pipeline_demo(requests=60, kill_stage=1, seed=0)

@@ -17,7 +17,7 @@ from edgewise.pipeline.run import run_pipeline
 from edgewise.pipeline.stages import ActivationCodec
 from edgewise.runtime.ray_cluster import start_local
 
-__all__ = ["BENCH_CLUSTER", "bench_model", "real_pipeline_figures"]
+__all__ = ["BENCH_CLUSTER", "bench_model", "bench_problem", "real_pipeline_figures"]
 
 # Four Jetson Nanos on a wireless LAN like SEIFER's (5 Mbit/s, about its Eq. 18 mean of
 # 4.8) with a few faster pairs, and a Raspberry Pi 5 as the dispatcher.
@@ -47,8 +47,10 @@ def bench_model(seed: int = 0) -> nn.Sequential:
     ).eval()
 
 
-def _problem(cluster: Cluster, model: nn.Sequential, example: torch.Tensor) -> PipelineProblem:
-    dag = layer_dag(model, example)
+def bench_problem(cluster: Cluster, model: nn.Sequential) -> PipelineProblem:
+    """The placement problem of ``model`` (one segment per layer) on the bench cluster: raw
+    float32 activations (compression 1), the memory cap per node, the dispatcher first."""
+    dag = layer_dag(model, torch.zeros(1, 3, 64, 64))
     chain = to_chain("bench-cnn", dag, candidate_points(dag))
     if chain.n_segments != len(model):
         raise RuntimeError(f"expected one segment per layer, got {chain.n_segments}")
@@ -64,8 +66,8 @@ def real_pipeline_figures(seed: int = 0, requests: int = 60) -> dict[str, Any]:
     """Plan with bottleneck-dp (transfers only, no compression: raw float32 activations),
     stream ``requests`` images and compare the measured throughput with 1 / bottleneck."""
     cluster = cluster_from_dict(BENCH_CLUSTER, source="bench")
-    model, example = bench_model(seed), torch.zeros(1, 3, 64, 64)
-    problem = _problem(cluster, model, example)
+    model = bench_model(seed)
+    problem = bench_problem(cluster, model)
     plan = get_policy("bottleneck-dp")(problem, np.random.default_rng(seed))
     devices = [problem.nodes[i] for i in plan.nodes]
     rng = np.random.default_rng(seed)

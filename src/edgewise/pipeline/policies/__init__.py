@@ -9,6 +9,7 @@ plan fits (a segment larger than every node's memory, more partitions than nodes
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TypeVar
 
 import numpy as np
 
@@ -21,10 +22,14 @@ Policy = Callable[[PipelineProblem, np.random.Generator], PipelinePlan]
 POLICIES: dict[str, Policy] = {}
 
 
-def register(name: str) -> Callable[[Policy], Policy]:
-    """Add a policy to the registry under ``name``."""
+P = TypeVar("P", bound=Policy)
 
-    def add(fn: Policy) -> Policy:
+
+def register(name: str) -> Callable[[P], P]:
+    """Add a policy to the registry under ``name`` (its own signature, keywords included,
+    is kept for direct callers)."""
+
+    def add(fn: P) -> P:
         POLICIES[name] = fn
         return fn
 

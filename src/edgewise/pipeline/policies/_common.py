@@ -11,15 +11,23 @@ from numpy.typing import NDArray
 from edgewise.errors import InfeasibleError
 from edgewise.pipeline.problem import PipelinePlan, PipelineProblem, bottleneck_s
 
-__all__ = ["SearchBudgetExceeded", "Tables", "feasible_path", "make_plan", "matchable",
-           "objective", "tables"]
+__all__ = ["Budget", "SearchBudgetExceeded", "Tables", "feasible_path", "make_plan", "matchable",
+           "objective", "parts_needed", "tables"]
 
 Array = NDArray[np.float64]
 Path = tuple[tuple[int, ...], tuple[int, ...]]
+_MAX_NOGOODS = 16
 
 
 class SearchBudgetExceeded(Exception):
     """The path search expanded more states than its budget allowed."""
+
+
+@dataclass(slots=True)
+class Budget:
+    """Search calls left, shared by successive searches."""
+
+    left: int
 
 
 def objective(problem: PipelineProblem, cuts: Sequence[int], nodes: Sequence[int]) -> float:
@@ -102,6 +110,21 @@ def matchable(part_mem: Sequence[int], node_mem: Sequence[int]) -> bool:
     return all(m <= k for m, k in zip(sorted(part_mem, reverse=True), nodes, strict=False))
 
 
+def parts_needed(t: Tables, i: int, free: Sequence[int]) -> int:
+    """Fewest partitions that cover segments ``i..`` if every one could use the largest
+    memory among nodes ``free`` (a lower bound; 0 when ``i`` is past the end)."""
+    kappa = max((t.problem.memory_bytes[v] for v in free), default=-1)
+    count = 0
+    while i < t.n_seg:
+        if t.mem(i, i) > kappa:
+            return t.n_seg + 1  # this segment fits none of them
+        j = i
+        while j + 1 < t.n_seg and t.mem(i, j + 1) <= kappa:
+            j += 1
+        i, count = j + 1, count + 1
+    return count
+
+
 def _min_parts(t: Tables) -> list[int]:
     """``out[i]``: fewest partitions that cover segments ``i..`` on the largest memory
     (greedy longest ranges are optimal for a count)."""
@@ -118,8 +141,9 @@ def _min_parts(t: Tables) -> list[int]:
 class _Search:
     t: Tables
     beta: float
-    budget: int
+    budget: Budget
     min_parts: list[int]
+    distinct: bool = True
     nogoods: dict[tuple[int, int], list[int]] = field(default_factory=dict)
     cache: dict[tuple[int, int], list[tuple[int, int]]] = field(default_factory=dict)
 
@@ -148,13 +172,13 @@ class _Search:
         """From partition start ``i`` on node ``v`` (in ``used``): ``(ends, nodes)``
         reversed, or on failure its nogood — the used nodes it was refused, so that the
         state fails for every used set containing them."""
+        self.budget.left -= 1  # every call counts, memo hits included: budget ∝ time
+        if self.budget.left < 0:
+            raise SearchBudgetExceeded
         for nogood in self.nogoods.get((i, v), ()):
             if nogood & ~used == 0:
                 return nogood
-        self.budget -= 1
-        if self.budget < 0:
-            raise SearchBudgetExceeded
-        if self.min_parts[i] - 1 > self.t.n_nodes - used.bit_count():
+        if self.distinct and self.min_parts[i] - 1 > self.t.n_nodes - used.bit_count():
             blockers = used  # too few free nodes left; fewer still with more used
         else:
             blockers = 0
@@ -164,30 +188,37 @@ class _Search:
                 if used >> w & 1:
                     blockers |= 1 << w
                     continue
-                sub = self.run(end + 1, w, used | 1 << w)
+                sub = self.run(end + 1, w, used | 1 << w if self.distinct else 0)
                 if isinstance(sub, tuple):
                     return [*sub[0], end], [*sub[1], v]
                 blockers |= sub & ~(1 << w)  # w is this branch's own choice
-        self.nogoods.setdefault((i, v), []).append(blockers)
+        known = self.nogoods.setdefault((i, v), [])
+        known.append(blockers)
+        if len(known) > _MAX_NOGOODS:  # forgetting a nogood costs time, never exactness
+            del known[0]
         return blockers
 
 
-def feasible_path(t: Tables, beta: float, budget: int = 200_000) -> Path | None:
+def feasible_path(t: Tables, beta: float, budget: int | Budget = 200_000, *,
+                  distinct: bool = True) -> Path | None:
     """A plan whose every transfer and stage takes ≤ ``beta``, or None if there is none.
 
     Depth-first search over states (segment ``i``, node ``v``, used-node set) with nogood
     learning: a failed state records the used nodes it was refused (its nogood) and fails
     at once for any later used set containing them (an empty nogood: it always fails).
     The search is therefore exact; it expands at most ``n_seg · n · 2^n`` states, far
-    fewer in practice, and raises :class:`SearchBudgetExceeded` after ``budget``
-    expansions. Infinite times (no link) are never accepted, even for ``beta = inf``."""
-    search = _Search(t, beta, budget, _min_parts(t))
+    fewer in practice, and raises :class:`SearchBudgetExceeded` after ``budget`` calls
+    (state visits, memo hits included; a :class:`Budget` is shared across calls).
+    Infinite times (no link) are never accepted, even for ``beta = inf``.
+    With ``distinct=False`` nodes may repeat (a relaxation, O(n_seg² · n²))."""
+    shared = budget if isinstance(budget, Budget) else Budget(budget)
+    search = _Search(t, beta, shared, _min_parts(t), distinct)
     first = t.times[0, 0, 1:]
     ok = (first <= beta) & np.isfinite(first) & (t.compute[0, 0] <= beta)
     for v in np.flatnonzero(ok)[np.argsort(first[ok], kind="stable")].tolist():
         if not t.fits(0, 0, v):
             continue
-        found = search.run(0, v, 1 << v)
+        found = search.run(0, v, 1 << v if distinct else 0)
         if isinstance(found, tuple):
             ends, nodes = found
             cuts = (0, *(e + 1 for e in reversed(ends)))

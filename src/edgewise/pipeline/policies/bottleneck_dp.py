@@ -3,12 +3,15 @@ values and an exact distinct-node feasibility search for each."""
 
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 from numpy.typing import NDArray
 
 from edgewise.errors import InfeasibleError
 from edgewise.pipeline.policies import register
 from edgewise.pipeline.policies._common import (
+    Budget,
     Path,
     SearchBudgetExceeded,
     Tables,
@@ -17,6 +20,7 @@ from edgewise.pipeline.policies._common import (
     tables,
 )
 from edgewise.pipeline.policies.joint_greedy import joint_greedy
+from edgewise.pipeline.policies.seifer import seifer
 from edgewise.pipeline.problem import PipelinePlan, PipelineProblem
 
 __all__ = ["bottleneck_dp", "candidate_values"]
@@ -37,31 +41,57 @@ def candidate_values(t: Tables) -> NDArray[np.float64]:
     return values[np.isfinite(values)]
 
 
-def _probe(t: Tables, beta: float, budget: int) -> tuple[Path | None, bool]:
-    """The feasibility search at ``beta``: (path or None, whether the answer is exact)."""
-    try:
-        return feasible_path(t, beta, budget), True
-    except SearchBudgetExceeded:
-        return None, False  # treated as infeasible: the result stays a valid plan
+def _least(t: Tables, values: NDArray[np.float64], low: int, high: int,
+           search: _Budgeted) -> tuple[int, Path | None]:
+    """Binary search for the least index in [low, high) whose value is feasible."""
+    best = None
+    while low < high:
+        mid = (low + high) // 2
+        found = search.probe(t, float(values[mid]))
+        if found is None:
+            low = mid + 1
+        else:
+            high, best = mid, found
+    return low, best
+
+
+class _Budgeted:
+    """Probes sharing one budget of search calls; ``exact`` until it runs out."""
+
+    def __init__(self, budget: int, distinct: bool) -> None:
+        self.budget, self.distinct, self.exact = Budget(budget), distinct, True
+
+    def probe(self, t: Tables, beta: float) -> Path | None:
+        if self.budget.left <= 0:
+            self.exact = False
+            return None
+        try:
+            return feasible_path(t, beta, self.budget, distinct=self.distinct)
+        except SearchBudgetExceeded:
+            self.exact = False
+            return None  # treated as infeasible: the result stays a valid plan
 
 
 @register("bottleneck-dp")
 def bottleneck_dp(problem: PipelineProblem, rng: np.random.Generator, *,
-                  budget: int = 200_000) -> PipelinePlan:
+                  budget: int = 150_000) -> PipelinePlan:
     """The plan with the least bottleneck (transfers, plus compute with ``gflops``).
 
     The optimum is one of :func:`candidate_values`; a value β is feasible iff some plan
     has every transfer and stage ≤ β, which is monotone in β, so a binary search over the
-    sorted candidates finds the least feasible one. Each probe is
+    sorted candidates finds the least feasible one. The search range is bracketed below
+    by the same search with repeated nodes allowed (a relaxation, polynomial) and above
+    by the joint-greedy plan. Each probe is
     :func:`~edgewise.pipeline.policies._common.feasible_path`, a depth-first search over
-    (segment, node, used-node bitmask) states with memoised failures.
+    (segment, node, used-node set) states with nogood learning.
 
-    Exactness: the result is optimal whenever no probe exceeds ``budget`` state
-    expansions — always when ``n_seg · n · 2^n ≤ budget`` (e.g. n ≤ 10 with ≤ 19
-    segments), and in practice on larger clusters, where a failure rarely depends on the
-    used set. A probe that runs out of budget counts as infeasible (still a valid plan,
-    possibly suboptimal); then the joint-greedy plan is returned if it is better.
-    O(log(N·n²) · probe) for N segments and n nodes.
+    Exactness: the result is optimal whenever the probes stay within ``budget`` search
+    calls in all (about 2 µs each) — always when ``n_seg² · n² · 2^n`` is within it
+    (e.g. 5 nodes and 10 segments), in practice on small clusters up to ~10 nodes, and
+    often on larger ones. A probe that runs out counts as
+    infeasible (still a valid plan, possibly suboptimal); then the SEIFER and
+    joint-greedy plans are computed too and the best of the three returned, so the result
+    is never worse than either. O(log(N·n²) · probe) for N segments and n nodes.
 
     Raises
     ------
@@ -70,23 +100,24 @@ def bottleneck_dp(problem: PipelineProblem, rng: np.random.Generator, *,
     """
     t = tables(problem)
     values = candidate_values(t)
-    low, high, best, exact = 0, len(values), None, True
-    while low < high:
-        mid = (low + high) // 2
-        found, ok = _probe(t, float(values[mid]), budget)
-        exact = exact and ok
-        if found is None:
-            low = mid + 1
-        else:
-            high, best = mid, found
-    if best is None:
-        if exact:
-            raise InfeasibleError(f"no split of {problem.chain.name!r} fits distinct nodes "
-                                  "over finite links")
-        return joint_greedy(problem, rng)
-    plan = make_plan(problem, best[0], best[1], "bottleneck-dp")
-    if not exact:
-        greedy = joint_greedy(problem, rng)
-        if greedy.bottleneck_s < plan.bottleneck_s:
-            return make_plan(problem, greedy.cuts, greedy.nodes, "bottleneck-dp")
-    return plan
+    relaxed = _Budgeted(64 * (t.n_seg * t.n_nodes) ** 2, distinct=False)  # ≫ calls
+    low, _ = _least(t, values, 0, len(values), relaxed)
+    try:
+        greedy: PipelinePlan | None = joint_greedy(problem, rng)
+    except InfeasibleError:
+        greedy = None
+    high = len(values) if greedy is None else int(
+        np.searchsorted(values, greedy.bottleneck_s, side="right"))
+    search = _Budgeted(budget, distinct=True)
+    _, best = _least(t, values, low, high, search)
+    plans = [] if best is None else [make_plan(problem, *best, "bottleneck-dp")]
+    if greedy is not None:
+        plans.append(greedy)
+    if not (search.exact and relaxed.exact):
+        with contextlib.suppress(InfeasibleError):
+            plans.append(seifer(problem, rng))
+    if not plans:
+        raise InfeasibleError(f"no split of {problem.chain.name!r} fits distinct nodes "
+                              "over finite links")
+    top = min(plans, key=lambda p: p.bottleneck_s)  # first wins ties: the search's own
+    return make_plan(problem, top.cuts, top.nodes, "bottleneck-dp")

@@ -40,12 +40,18 @@ class _BranchAndBound:
     plan: tuple[list[int], list[int]] | None = None
     cuts: list[int] = field(default_factory=lambda: [0])
     nodes: list[int] = field(default_factory=list)
+    explored: dict[tuple[int, int, int], float] = field(default_factory=dict)
 
     def branch(self, i: int, prev: int, used: int, worst: float) -> None:
         """Place the partition starting at segment ``i`` after vertex ``prev`` (0: the
         dispatcher) on every unused node, then every end that fits; prune any branch
-        whose bottleneck so far already reaches the incumbent's."""
-        t = self.t
+        whose bottleneck so far already reaches the incumbent's, or a state already
+        explored with a bottleneck so far no larger (its completions cannot improve on
+        the incumbent then: DP over used-node sets, as Held–Karp)."""
+        t, key = self.t, (i, prev, used)
+        if self.explored.get(key, float("inf")) <= worst:
+            return
+        self.explored[key] = worst
         row = t.times[i, prev]
         for w in np.argsort(row[1:], kind="stable").tolist():
             w_worst = max(worst, float(row[w + 1]))

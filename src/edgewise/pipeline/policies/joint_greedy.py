@@ -6,17 +6,25 @@ import numpy as np
 
 from edgewise.errors import InfeasibleError
 from edgewise.pipeline.policies import register
-from edgewise.pipeline.policies._common import Tables, make_plan, objective, tables
+from edgewise.pipeline.policies._common import (
+    Tables,
+    make_plan,
+    objective,
+    parts_needed,
+    tables,
+)
 from edgewise.pipeline.problem import PipelinePlan, PipelineProblem
 
 __all__ = ["joint_greedy"]
 
 
-def _next_end(t: Tables, i: int, v: int) -> int | None:
+def _next_end(t: Tables, i: int, v: int, free: list[int]) -> int | None:
     """(a) The partition from segment ``i`` with the smallest transfer size that fits node
     ``v``: the rest of the chain if it fits (nothing to send on, §5.2.2), else the end whose
-    output is smallest (ties: the longer partition)."""
-    ends = [j for j in range(i, t.n_seg) if t.fits(i, j, v)]
+    output is smallest (ties: the longer partition). Guard (ours): only ends after which
+    the ``free`` nodes could still cover the rest, so the walk does not strand itself."""
+    ends = [j for j in range(i, t.n_seg)
+            if t.fits(i, j, v) and parts_needed(t, j + 1, free) <= len(free)]
     if not ends:
         return None
     if ends[-1] == t.n_seg - 1:
@@ -29,15 +37,16 @@ def _walk(t: Tables, start: int) -> tuple[list[int], list[int]] | None:
     bw = t.problem.bandwidth_mbps
     cuts, nodes, v = [0], [start], start
     while True:
-        end = _next_end(t, cuts[-1], v)
+        free = [w for w in range(t.n_nodes) if w not in nodes]
+        end = _next_end(t, cuts[-1], v, free)
         if end is None:
             return None
         cuts.append(end + 1)
         if end == t.n_seg - 1:
             return cuts, nodes
         # (b) the highest-bandwidth unused neighbour (that can hold the next segment)
-        options = [w for w in range(t.n_nodes)
-                   if w not in nodes and t.fits(end + 1, end + 1, w) and bw[v + 1, w + 1] > 0]
+        options = [w for w in free
+                   if t.fits(end + 1, end + 1, w) and bw[v + 1, w + 1] > 0]
         if not options:
             return None
         v = max(options, key=lambda w: float(bw[v + 1, w + 1]))

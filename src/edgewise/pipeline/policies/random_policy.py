@@ -6,7 +6,7 @@ import numpy as np
 
 from edgewise.errors import InfeasibleError
 from edgewise.pipeline.policies import register
-from edgewise.pipeline.policies._common import Tables, make_plan, tables
+from edgewise.pipeline.policies._common import Tables, make_plan, parts_needed, tables
 from edgewise.pipeline.problem import PipelinePlan, PipelineProblem
 
 __all__ = ["random_plan"]
@@ -20,11 +20,14 @@ def _draw(t: Tables, rng: np.random.Generator) -> tuple[list[int], list[int]] | 
         if not hosts:
             return None
         v = hosts[int(rng.integers(len(hosts)))]
-        ends = [j for j in range(i, t.n_seg) if t.fits(i, j, v)]
+        free.remove(v)
+        ends = [j for j in range(i, t.n_seg)
+                if t.fits(i, j, v) and parts_needed(t, j + 1, free) <= len(free)]
+        if not ends:
+            return None
         i = ends[int(rng.integers(len(ends)))] + 1
         cuts.append(i)
         nodes.append(v)
-        free.remove(v)
     return cuts, nodes
 
 
@@ -34,7 +37,8 @@ def random_plan(problem: PipelineProblem, rng: np.random.Generator, *,
     """§6.1 (1): "Select a random node and a random partition that can be accommodated on
     that node." Repeated from the first segment until the chain is covered: a node drawn
     uniformly among unused nodes that can hold the next segment, then the partition's end
-    drawn uniformly among those that fit that node's memory.
+    drawn uniformly among those that fit that node's memory and leave few enough
+    segments for the remaining nodes (guard, ours: otherwise most draws strand).
 
     Parameters
     ----------
