@@ -9,40 +9,15 @@ plan fits (a segment larger than every node's memory, more partitions than nodes
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TypeVar
 
 import numpy as np
 
-from edgewise.errors import ConfigError
 from edgewise.pipeline.problem import PipelinePlan, PipelineProblem
+from edgewise.registry import Registry
 
 __all__ = ["POLICIES", "Policy", "get_policy", "register"]
 
 Policy = Callable[[PipelineProblem, np.random.Generator], PipelinePlan]
-POLICIES: dict[str, Policy] = {}
-
-
-P = TypeVar("P", bound=Policy)
-
-
-def register(name: str) -> Callable[[P], P]:
-    """Add a policy to the registry under ``name`` (its own signature, keywords included,
-    is kept for direct callers)."""
-
-    def add(fn: P) -> P:
-        POLICIES[name] = fn
-        return fn
-
-    return add
-
-
-def get_policy(name: str) -> Policy:
-    """The policy called ``name``; ConfigError lists the known ones."""
-    _load()
-    if name not in POLICIES:
-        raise ConfigError(f"unknown policy {name!r}; known: {', '.join(sorted(POLICIES))}",
-                          field="policy")
-    return POLICIES[name]
 
 
 def _load() -> None:
@@ -53,3 +28,9 @@ def _load() -> None:
         random_policy,
         seifer,
     )
+
+
+_REGISTRY: Registry[Policy] = Registry(_load)
+POLICIES = _REGISTRY.entries
+register = _REGISTRY.register
+get_policy = _REGISTRY.get
