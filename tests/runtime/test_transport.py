@@ -16,6 +16,11 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 from edgewise.errors import EdgewiseError
+from edgewise.runtime.microbench import (
+    lz4_compress_mb_s,
+    roundtrip_via,
+    transport_roundtrip_ms_1mb,
+)
 from edgewise.runtime.transport import (
     DTYPES,
     MAGIC,
@@ -26,11 +31,8 @@ from edgewise.runtime.transport import (
     decode_state_dict,
     encode,
     encode_state_dict,
-    lz4_compress_mb_s,
     receive,
-    roundtrip_via,
     to_torch,
-    transport_roundtrip_ms_1mb,
 )
 
 PRELUDE = struct.Struct("<4sHHI")

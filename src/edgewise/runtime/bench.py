@@ -27,9 +27,9 @@ import ray
 from edgewise.cluster.model import Cluster, Role
 from edgewise.cluster.schema import load_cluster
 from edgewise.runtime.engine import EpochRecord, TrainResult, train
+from edgewise.runtime.microbench import lz4_compress_mb_s, roundtrip_via
 from edgewise.runtime.plan import TrainConfig, equal_plan
 from edgewise.runtime.ray_cluster import RayRuntime, start_local
-from edgewise.runtime.transport import lz4_compress_mb_s, roundtrip_via
 
 __all__ = ["DEFAULT_CLUSTER", "run_runtime_bench"]
 

@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import json
 import math
-import statistics
 import struct
-import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, Literal
 
@@ -24,8 +22,7 @@ if TYPE_CHECKING:  # shaping imports this module; send only needs the types
 __all__ = [
     "DEFAULT_MAX_DECODED_BYTES", "DTYPES", "MAGIC", "MAX_HEADER_BYTES", "VERSION", "Codec",
     "Decoded", "TensorLike", "TransportError", "decode", "decode_state_dict", "encode",
-    "encode_state_dict", "lz4_compress_mb_s", "raw_nbytes", "receive", "roundtrip_via",
-    "send", "to_torch", "transport_roundtrip_ms_1mb",
+    "encode_state_dict", "raw_nbytes", "receive", "send", "to_torch",
 ]  # fmt: skip
 
 MAGIC: Final = b"EWTF"
@@ -355,49 +352,3 @@ def receive(
 ) -> dict[str, Array]:
     """The numpy arrays in a frame (see :func:`decode`)."""
     return decode(frame, max_decoded_bytes=max_decoded_bytes).arrays
-
-
-def _gradient_like(size_bytes: int, seed: int, sparsity: float = 0.9) -> Array:
-    """Benchmark payload: float32 N(0, 1e-3) with ``sparsity`` of entries zero.
-
-    Like a ReLU-gated or top-k gradient; dense float32 noise (trained weights) barely
-    compresses with LZ4 (ratio ~1.0) and would measure only the incompressible path.
-    """
-    rng = np.random.default_rng(seed)
-    values = rng.normal(0.0, 1e-3, size_bytes // 4).astype(np.float32)
-    values[rng.random(values.size) < sparsity] = 0.0
-    return values
-
-
-def lz4_compress_mb_s(size_mb: float = 16.0, seed: int = 0, repeats: int = 5) -> float:
-    """Median LZ4 compression throughput, MB/s (1e6 bytes) of input, gradient-like payload."""
-    data = _gradient_like(int(size_mb * 1e6), seed)
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        lz4.block.compress(data, store_size=False)
-        times.append(time.perf_counter() - t0)
-    return data.nbytes / 1e6 / statistics.median(times)
-
-
-def roundtrip_via(
-    echo: Callable[[bytes], bytes], *, repeats: int = 20, size_mb: float = 1.0, seed: int = 0
-) -> float:
-    """Median ms of encode (LZ4) -> ``echo(frame)`` -> decode for a gradient-like tensor.
-
-    ``echo`` carries the frame somewhere and back, e.g. through a Ray actor.
-    """
-    tensors = {"grad": _gradient_like(int(size_mb * 1e6), seed)}
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        decoded = decode(echo(encode(tensors)))
-        times.append(time.perf_counter() - t0)
-    if not np.array_equal(decoded.arrays["grad"], tensors["grad"]):
-        raise TransportError("round trip changed the tensor")
-    return statistics.median(times) * 1e3
-
-
-def transport_roundtrip_ms_1mb(repeats: int = 20) -> float:
-    """Median ms to encode (LZ4) and decode a 1 MB float32 tensor in-process."""
-    return roundtrip_via(lambda frame: frame, repeats=repeats)
