@@ -27,9 +27,6 @@ class DataStore:
     def size(self) -> int:
         return len(self.train)
 
-    def train_ids(self) -> NDArray[np.int64]:
-        return self.train.ids.copy()
-
     def _frame(self, data: Dataset) -> bytes:
         return encode({"x": data.x, "y": data.y, "ids": data.ids}, compression=self.compression)  # type: ignore[arg-type]
 
