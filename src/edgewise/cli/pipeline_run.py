@@ -11,8 +11,7 @@ from edgewise.cli.common import err, out, user_errors
 from edgewise.cluster.schema import cluster_from_dict
 from edgewise.nn.zoo import chain as zoo_chain
 from edgewise.pipeline.generate import random_instance
-from edgewise.pipeline.policies import POLICIES, get_policy
-from edgewise.pipeline.policies import _load as load_policies
+from edgewise.pipeline.policies import get_policy
 from edgewise.pipeline.problem import PipelinePlan, PipelineProblem
 from edgewise.pipeline.realrun import BENCH_CLUSTER, bench_model, bench_problem
 from edgewise.pipeline.run import run_pipeline
@@ -43,8 +42,8 @@ def plan(model: str = typer.Argument(..., help="a zoo model (edgewise pipeline a
     """Plan MODEL on a random SEIFER cluster (§6.1) with every policy; compare bottlenecks."""
     rng = np.random.default_rng(seed)
     problem = random_instance(nodes, zoo_chain(model), rng, memory_mb=(memory_mb, memory_mb))
-    load_policies()
-    names = [n for n in POLICIES if n != "exact" or nodes <= 6]
+    names = ["seifer", "joint-greedy", "bottleneck-dp", "random"]
+    names += ["exact"] if nodes <= 6 else []
     plans = {n: get_policy(n)(problem, np.random.default_rng(seed)) for n in names}
     out.print(_plan_table(problem, plans))
 

@@ -31,7 +31,7 @@ def _parse_kill(spec: str) -> tuple[str, int]:
     return device, int(epoch)
 
 
-def run_update(cluster_file: Path, config: TrainConfig, batch_size: int,
+def run_equal_update(cluster_file: Path, config: TrainConfig, batch_size: int,
                kill: str | None, ledger_path: Path | None) -> TrainResult:
     """Start the emulated cluster, train with equal shards, show progress; the result."""
     cluster = load_cluster(cluster_file)
@@ -73,7 +73,7 @@ def train_command(
         raise ConfigError("must be async or sync", field="--mode")
     config = TrainConfig(mode=mode, epochs=epochs, learning_rate=learning_rate,  # type: ignore[arg-type]
                          seed=seed)
-    run_update(file, config, batch_size, kill_worker or None, state_dir() / "strikes.json")
+    run_equal_update(file, config, batch_size, kill_worker or None, state_dir() / "strikes.json")
 
 
 @user_errors
@@ -89,7 +89,7 @@ def demo(
     CNN partitioned over emulated Jetson Nanos behind slow links, one stage killed
     mid-stream and every request answered once."""
     out.rule("1. data-parallel model update with a crash injected")
-    result = run_update(EXAMPLES / "deep-edge-testbed.yaml", TrainConfig(epochs=epochs), 32,
+    result = run_equal_update(EXAMPLES / "deep-edge-testbed.yaml", TrainConfig(epochs=epochs), 32,
                         kill_worker or None, None)
     for lost in result.interruptions:
         since = f"the epoch-{lost.epoch - 1} checkpoint" if lost.epoch else "the start"

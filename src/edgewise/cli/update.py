@@ -81,8 +81,9 @@ def apps_table(run: UpdateRun) -> Table:
 
 def _plan(file: Path, policy: str, states: list[str], samples: int
           ) -> tuple[UpdateProblem, UpdatePlan]:
-    problem = cluster_problem(load_cluster(file), parse_states(states), samples)
-    unknown = sorted(set(parse_states(states)) - {w.device for w in problem.workers})
+    given = parse_states(states)
+    problem = cluster_problem(load_cluster(file), given, samples)
+    unknown = sorted(set(given) - {w.device for w in problem.workers})
     if unknown:
         raise ConfigError(f"not worker devices of the cluster: {', '.join(unknown)}",
                           field="--state")

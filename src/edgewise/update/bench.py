@@ -46,9 +46,6 @@ def learn(seed: int, rows: int, budget_s: float) -> dict[str, LearnedDevice]:
             for t in DEVICE_TYPES}
 
 
-POLICIES = ("deep-edge", "deep-edge-literal", "fair", "exact")
-
-
 def exec_margins(learned: dict[str, LearnedDevice]) -> dict[str, float]:
     """Relative error to leave between δ and the deadline, per device type: the held-out
     MAPE of EstExecTime[sift] (so δ^a = deadline / (1 + MAPE))."""
