@@ -1,0 +1,70 @@
+"""Figures of the Okita benchmark (matplotlib, Agg backend): Fig. 7-14 of the paper."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+__all__ = ["write_plots"]
+
+
+def _lines(ax: Any, table: dict[Any, dict[str, float]], xlabel: str) -> None:
+    xs = sorted(table)
+    for policy in next(iter(table.values())):
+        ax.plot(xs, [table[x][policy] for x in xs], marker="o", label=policy)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel("total cost")
+    ax.set_yscale("log")
+    ax.legend()
+
+
+def _grouped(ax: Any, table: dict[str, dict[str, float]]) -> None:
+    groups = list(table)
+    policies = list(next(iter(table.values())))
+    width = 0.8 / len(policies)
+    for k, policy in enumerate(policies):
+        ax.bar([g + k * width for g in range(len(groups))],
+               [table[name][policy] for name in groups], width, label=policy)
+    ax.set_xticks([g + 0.4 - width / 2 for g in range(len(groups))], groups)
+    ax.set_ylabel("total cost")
+    ax.set_yscale("log")
+    ax.legend()
+
+
+def _bars(ax: Any, values: dict[str, float], xlabel: str, ylabel: str) -> None:
+    ax.bar(list(values), list(values.values()))
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+
+
+def write_plots(report: dict[str, Any], out: Path) -> list[Path]:
+    """One PNG per figure under ``out``; returns their paths."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    out.mkdir(parents=True, exist_ok=True)
+    ratio = report["performance_ratio"]
+    kinds = report["latency_functions"]
+    figures: dict[str, Any] = {
+        "cost_vs_sites": lambda ax: _lines(ax, report["cost_vs_sites"], "sites R"),
+        "cost_vs_jobs": lambda ax: _lines(ax, report["cost_vs_jobs"], "jobs I"),
+        "alpha": lambda ax: _bars(ax, report["alpha"], "α1:α2", "okita total cost"),
+        "beta": lambda ax: _bars(ax, report["beta"], "β1,β2,β3", "okita total cost"),
+        "runtime": lambda ax: _bars(ax, {str(k): v for k, v in report["runtime_vs_jobs"].items()},
+                                    "jobs I", "okita running time (s)"),
+        "performance_ratio": lambda ax: _bars(ax, ratio["mean"], "policy",
+                                              "mean cost / offline optimum"),
+        "latency_functions": lambda ax: _grouped(ax, kinds),
+    }
+    paths = []
+    for name, draw in figures.items():
+        fig, ax = plt.subplots(figsize=(5, 3.5))
+        draw(ax)
+        fig.tight_layout()
+        path = out / f"okita_{name}.png"
+        fig.savefig(path, dpi=100)
+        plt.close(fig)
+        paths.append(path)
+    return paths

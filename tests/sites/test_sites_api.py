@@ -1,0 +1,90 @@
+"""The manager's Okita endpoints, through the app built as service/app.py builds it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from fastapi.testclient import TestClient
+
+from edgewise.cluster.schema import load_cluster
+from edgewise.service import InMemoryBackend, create_app
+from edgewise.service.sites_api import sites_router
+from edgewise.sites.scenario import load_scenario
+from edgewise.sites.sim import simulate
+
+TOKEN = "test-token-0123456789abcdef"
+ROOT = Path(__file__).parents[2]
+SMALL = ROOT / "src" / "edgewise" / "sites" / "examples" / "small.yaml"
+
+
+def _backend() -> InMemoryBackend:
+    return InMemoryBackend(load_cluster(ROOT / "examples" / "three-nanos.yaml"))
+
+
+@pytest.fixture()
+def client() -> TestClient:
+    app = create_app(_backend(), TOKEN, routers=[sites_router])
+    return TestClient(app, headers={"Authorization": f"Bearer {TOKEN}"})
+
+
+def _scenario() -> dict[str, Any]:
+    data: dict[str, Any] = yaml.safe_load(SMALL.read_text())
+    return data
+
+
+def test_simulate_matches_the_simulator(client: TestClient) -> None:
+    response = client.post("/api/v1/sites/simulate",
+                           json={"scenario": _scenario(), "policy": "okita"})
+    assert response.status_code == 200, response.text
+    body = response.json()
+    expected = simulate(load_scenario(SMALL), "okita", 0)
+    assert body["total_cost"] == pytest.approx(expected.total_cost)
+    assert body["makespan"] == expected.makespan
+    assert body["completion"] == expected.completion
+    assert body["total_cost"] == pytest.approx(
+        body["latency_cost"] + body["data_transfer_cost"] + body["parameter_exchange_cost"])
+
+
+def test_plan_lists_every_entry_with_site_names(client: TestClient) -> None:
+    response = client.post("/api/v1/sites/plan", json={"scenario": _scenario(), "policy": "fifo"})
+    assert response.status_code == 200, response.text
+    body = response.json()
+    plan = simulate(load_scenario(SMALL), "fifo", 0).plan
+    assert len(body["entries"]) == len(plan.entries)
+    first = body["entries"][0]
+    assert set(first["workers"]) <= {"edge-a", "edge-b", "edge-c"}
+    assert first["ps_site"] in {"edge-a", "edge-b", "edge-c"}
+    chunks = sum(t["chunks"] for e in body["entries"] for t in e["transfers"])
+    assert chunks == sum(sum(j["data"]) for j in _scenario()["jobs"])
+
+
+def test_the_generator_is_bounded_and_works(client: TestClient) -> None:
+    ok = client.post("/api/v1/sites/simulate",
+                     json={"generator": {"n_sites": 4, "n_jobs": 5, "horizon": 15}})
+    assert ok.status_code == 200, ok.text
+    too_big = client.post("/api/v1/sites/simulate", json={"generator": {"n_sites": 10_000}})
+    assert too_big.status_code == 422
+
+
+@pytest.mark.parametrize("body, fragment", [
+    ({}, "exactly one"),
+    ({"scenario": {**_scenario(), "bandwidth_cost": [[0.0]]}}, "bandwidth_cost"),
+    ({"scenario": _scenario(), "policy": "nope"}, "policy"),
+    ({"generator": {"n_sites": 4, "n_jobs": 5, "horizon": 15}, "policy": "offline-opt"},
+     "offline-opt"),
+    ({"scenario": {**_scenario(), "extra": 1}}, "extra"),
+])
+def test_bad_requests_get_422_naming_the_problem(client: TestClient, body: dict[str, Any],
+                                                 fragment: str) -> None:
+    response = client.post("/api/v1/sites/simulate", json=body)
+    assert response.status_code == 422
+    assert fragment in response.text
+
+
+def test_the_routes_need_the_token() -> None:
+    bare = TestClient(create_app(_backend(), TOKEN, routers=[sites_router]))
+    for path in ("/api/v1/sites/simulate", "/api/v1/sites/plan"):
+        assert bare.post(path, json={"scenario": _scenario()}).status_code == 401
