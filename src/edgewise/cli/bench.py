@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import typer
@@ -87,3 +88,75 @@ def seifer(
             trials=trials, seed=seed, quick=quick,
             progress=lambda msg, frac: bar.update(task, description=msg, completed=frac))
     _emit(figures, as_json, "edgewise bench seifer")
+
+
+def _with_bar(label: str, run: Callable[[Callable[[str, float], None]], dict[str, object]]
+              ) -> dict[str, object]:
+    """Run one benchmark behind a transient progress bar on stderr."""
+    with Progress(TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn(),
+                  console=err, transient=True) as bar:
+        task = bar.add_task(label, total=1.0)
+        return run(lambda msg, frac: bar.update(task, description=msg, completed=frac))
+
+
+def _plots(path: Path | None, name: str) -> Path:
+    return path or state_dir() / "bench" / name
+
+
+@app.command()
+@user_errors
+def ekya(
+    as_json: bool = typer.Option(False, "--json", help="print one JSON object on stdout"),
+    seed: int = typer.Option(0),
+    quick: bool = typer.Option(False, "--quick", help="fewer points per sweep"),
+    real: bool = typer.Option(True, "--real/--no-real",
+                              help="include the micro-profiler and the real runtime"),
+    plots: Path = typer.Option(None, help="folder for the PNG plots (default: state dir)"),
+) -> None:
+    """Ekya §6: thief vs uniform over streams and accelerators (trace-driven), capacity,
+    factor analysis, Δ sensitivity, micro-profiler error, and real windows on digits."""
+    from edgewise.continual.bench import run_ekya_bench
+
+    folder = _plots(plots, "ekya")
+    figures = _with_bar("ekya", lambda progress: run_ekya_bench(
+        seed=seed, quick=quick, include_real=real, progress=progress, plot_dir=folder))
+    _emit(figures, as_json, "edgewise bench ekya")
+
+
+@app.command()
+@user_errors
+def okita(
+    as_json: bool = typer.Option(False, "--json", help="print one JSON object on stdout"),
+    seed: int = typer.Option(0),
+    quick: bool = typer.Option(False, "--quick", help="fewer points per sweep"),
+    real: bool = typer.Option(True, "--real/--no-real", help="include the real run on Ray"),
+    plots: Path = typer.Option(None, help="folder for the PNG plots (default: state dir)"),
+) -> None:
+    """Okita §V: cost vs sites and jobs, sensitivity, latency functions, ratio to the
+    offline optimum, running time, and a real run with migrations."""
+    from edgewise.sites.bench import run_okita_bench
+
+    folder = _plots(plots, "okita")
+    figures = _with_bar("okita", lambda progress: run_okita_bench(
+        seed=seed, quick=quick, include_real=real, progress=progress, plots_dir=folder))
+    _emit(figures, as_json, "edgewise bench okita")
+
+
+@app.command()
+@user_errors
+def srole(
+    as_json: bool = typer.Option(False, "--json", help="print one JSON object on stdout"),
+    seed: int = typer.Option(0),
+    quick: bool = typer.Option(False, "--quick", help="fewer points per sweep"),
+    real: bool = typer.Option(True, "--real/--no-real",
+                              help="include real model-parallel training on Ray"),
+    plots: Path = typer.Option(None, help="folder for the PNG plots (default: state dir)"),
+) -> None:
+    """SROLE §V: job completion time vs edges for three models, tasks per device,
+    utilisation, shield overhead, collisions vs κ, and a real model-parallel placement."""
+    from edgewise.modelparallel.bench import run_srole_bench
+
+    folder = _plots(plots, "srole")
+    figures = _with_bar("srole", lambda progress: run_srole_bench(
+        seed=seed, quick=quick, include_real=real, progress=progress, plots_dir=folder))
+    _emit(figures, as_json, "edgewise bench srole")

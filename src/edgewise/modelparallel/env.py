@@ -1,0 +1,125 @@
+"""SROLE's placement problem as a PettingZoo parallel environment: one agent per edge node."""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import numpy as np
+from gymnasium import spaces
+from numpy.typing import NDArray
+from pettingzoo import ParallelEnv
+
+from edgewise.errors import ConfigError
+from edgewise.modelparallel.agents import AVAIL_MAX, CPU_DEMAND_MAX, MEM_DEMAND_MAX_MB, level
+from edgewise.modelparallel.network import CLUSTER_SIZE
+from edgewise.modelparallel.problem import EdgeNetwork, Placement
+from edgewise.modelparallel.schedule import Decision, Round
+from edgewise.modelparallel.shield import centralized_shield, decentralized_shield
+from edgewise.modelparallel.sim import KAPPA, outcome, random_round, rewards
+
+__all__ = ["MAX_PARTS", "SHIELDS", "SroleEnv"]
+
+MAX_PARTS = 6
+SHIELDS = {"none": None, "centralized": centralized_shield, "decentralized": decentralized_shield}
+
+
+class SroleEnv(ParallelEnv):  # type: ignore[misc]
+    """Each step is a scheduling round (§IV-B): the nodes that initiated a job this round
+    place its partitions among themselves and their neighbours; the shield (§IV-C/D), if any,
+    corrects the joint action; each agent is rewarded −κ per corrected partition and −γ
+    (memory violated) or ρ/√JCT for its job. The episode is ``max_rounds`` rounds.
+
+    Observation (MultiDiscrete): whether the agent has a job; per partition slot its CPU and
+    memory demand levels (3 = no partition); per candidate slot (itself, then neighbours) its
+    available-CPU level (0 none, 1 low, 2 medium, 3 high; 4 = no candidate) and memory level
+    used (0..2; 3 = no candidate). Action (MultiDiscrete): per partition the candidate slot,
+    taken modulo the number of candidates. ``infos`` carry collisions and JCTs.
+    """
+
+    metadata = {"name": "srole_v0", "render_modes": []}  # noqa: RUF012 (PettingZoo API)
+
+    def __init__(self, network: EdgeNetwork, model: str = "vgg-16", workload_pct: float = 100.0,
+                 shield: str = "none", kappa: float = KAPPA, max_rounds: int = 10) -> None:
+        if shield not in SHIELDS:
+            raise ConfigError(f"unknown shield {shield!r}; known: {', '.join(SHIELDS)}",
+                              field="shield")
+        self.network, self.model, self.workload_pct = network, model, workload_pct
+        self.shield, self.kappa, self.max_rounds = SHIELDS[shield], kappa, max_rounds
+        self.possible_agents = [d.name for d in network.nodes]
+        self.agents: list[str] = []
+        self._index = {a: j for j, a in enumerate(self.possible_agents)}
+        self._rng = np.random.default_rng()
+        self._round: Round | None = None
+        self._t = 0
+
+    @functools.cache  # noqa: B019 (one space object per agent, as the API wants)
+    def observation_space(self, agent: str) -> spaces.MultiDiscrete:
+        return spaces.MultiDiscrete([2] + [4, 4] * MAX_PARTS + [5, 4] * CLUSTER_SIZE)
+
+    @functools.cache  # noqa: B019
+    def action_space(self, agent: str) -> spaces.MultiDiscrete:
+        return spaces.MultiDiscrete([CLUSTER_SIZE] * MAX_PARTS)
+
+    def _observe(self, j: int) -> NDArray[np.int64]:
+        assert self._round is not None
+        job = next((x for x in self._round.jobs if x.origin == j), None)
+        obs = [int(job is not None)]
+        for i in range(MAX_PARTS):
+            if job is not None and i < len(job.partitions):
+                p = job.partitions[i]
+                obs += [level(p.cpu, CPU_DEMAND_MAX), level(p.memory_mb, MEM_DEMAND_MAX_MB)]
+            else:
+                obs += [3, 3]
+        load, cap = self._round.base_load(), self.network.capacity()
+        cands = self.network.candidates(j)
+        for s in range(CLUSTER_SIZE):
+            if s < len(cands):
+                k = cands[s]
+                avail = self._round.alpha * cap[k, 0] - load[k, 0]
+                obs += [1 + level(avail, AVAIL_MAX) if avail > 0 else 0,
+                        level(load[k, 1] / cap[k, 1], 1.0)]
+            else:
+                obs += [4, 3]
+        return np.asarray(obs, dtype=np.int64)
+
+    def _observations(self) -> dict[str, NDArray[np.int64]]:
+        return {a: self._observe(self._index[a]) for a in self.agents}
+
+    def reset(self, seed: int | None = None,
+              options: dict[str, Any] | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
+        if seed is not None:
+            self._rng = np.random.default_rng(seed)
+        self.agents = list(self.possible_agents)
+        self._t = 0
+        self._round = random_round(self.network, self.model, self.workload_pct, self._rng)
+        return self._observations(), {a: {} for a in self.agents}
+
+    def step(self, actions: dict[str, Any]) -> tuple[dict[str, Any], dict[str, float],
+                                                     dict[str, bool], dict[str, bool],
+                                                     dict[str, Any]]:
+        assert self._round is not None
+        rnd = self._round
+        places = []
+        for job in rnd.jobs:
+            cands = self.network.candidates(job.origin)
+            act = np.asarray(actions.get(self.possible_agents[job.origin],
+                                         np.zeros(MAX_PARTS, dtype=np.int64)))
+            places.append(Placement(tuple(cands[int(act[i]) % len(cands)]
+                                          for i in range(len(job.partitions)))))
+        dec = Decision(tuple(places), tuple(j.origin for j in rnd.jobs), (), 0, 0.0)
+        res, changed = outcome(rnd, dec, self.shield)
+        reward = dict.fromkeys(self.agents, 0.0)
+        for job, r in zip(rnd.jobs, rewards(res, rnd, changed, self.kappa), strict=True):
+            reward[self.possible_agents[job.origin]] += float(sum(r))
+        info = {"collisions": res.collisions, "unsafe": res.unsafe, "corrected": res.corrected,
+                "jct_s": dict(zip((j.name for j in rnd.jobs), res.jct_s, strict=True))}
+        self._t += 1
+        done = self._t >= self.max_rounds
+        self._round = random_round(self.network, self.model, self.workload_pct, self._rng)
+        obs = self._observations()
+        out = (obs, reward, dict.fromkeys(self.agents, False), dict.fromkeys(self.agents, done),
+               {a: dict(info) for a in self.agents})
+        if done:
+            self.agents = []
+        return out

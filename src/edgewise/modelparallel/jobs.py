@@ -1,0 +1,158 @@
+"""Training jobs from real models (§V-A) through `edgewise.nn` graph analysis, and the
+background PageRank load of the workload levels 50–100 %.
+
+A model's layer DAG is cut at its candidate partition points and grouped into at most
+``n_partitions`` contiguous partitions of balanced FLOPs. Per partition and per iteration at
+``batch`` samples: ``gflop`` = 3 × forward FLOPs (backward ≈ 2 × forward); ``memory_mb`` =
+weights + gradients + momentum (3 × parameter bytes) + every activation of the batch (kept
+for the backward pass); ``out_mb`` = the activation of its last layer for the batch. CPU
+demand: a training job is one process that keeps ``job_cpu`` host ratio busy; its partitions
+share it in proportion to their FLOPs.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+from collections.abc import Hashable
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+
+from edgewise.errors import ConfigError
+from edgewise.modelparallel.problem import BackgroundTask, EdgeNetwork, Job, Partition
+from edgewise.nn.cuts import candidate_points, dag_ends, topological_depth
+from edgewise.nn.extra_models import build_srole_model, srole_models
+from edgewise.nn.graph import layer_dag
+
+__all__ = [
+    "JOBS_PER_CLUSTER",
+    "JOB_CPU",
+    "PAGERANK_CPU",
+    "PAGERANK_MEMORY_MB",
+    "ModelProfile",
+    "background_tasks",
+    "cluster_jobs",
+    "make_job",
+    "model_profile",
+    "pagerank_jobs",
+]
+
+JOB_CPU = 0.4  # host ratio one training job keeps busy (assumption, see docs/srole.md)
+JOBS_PER_CLUSTER = 3  # §V-A: three DL training jobs of the same type per cluster
+PAGERANK_CPU = 0.05  # host ratio of one PageRank worker (assumption)
+PAGERANK_MEMORY_MB = 128.0  # one PageRank worker's heap (assumption)
+PAGERANK_WORKERS = 3  # nodes a distributed PageRank job runs on
+MB = 1e6
+
+
+@dataclass(frozen=True, slots=True)
+class ModelProfile:
+    """A model grouped into partitions: per partition, forward GFLOP, parameter MB and
+    activation MB per sample, and the output MB per sample; the input MB per sample."""
+
+    name: str
+    labels: tuple[str, ...]
+    gflop: tuple[float, ...]
+    param_mb: tuple[float, ...]
+    act_mb: tuple[float, ...]
+    out_mb: tuple[float, ...]
+    input_mb: float
+
+
+def _groups(flops: list[float], k: int) -> list[int]:
+    """Indices of the last segment of each of ≤ k contiguous groups of balanced FLOPs."""
+    cum = np.cumsum(flops)
+    ends = {int(bisect_left(cum.tolist(), cum[-1] * g / k)) for g in range(1, k)}
+    return sorted({min(e, len(flops) - 1) for e in ends} | {len(flops) - 1})
+
+
+def model_profile(name: str, n_partitions: int = 6) -> ModelProfile:
+    """The profile of one of `srole_models` in ≤ ``n_partitions`` partitions.
+
+    Raises
+    ------
+    ConfigError
+        If the model is unknown or ``n_partitions`` < 1.
+    """
+    if n_partitions < 1:
+        raise ConfigError(f"must be at least 1, got {n_partitions}", field="n_partitions")
+    return _profile(name, n_partitions)
+
+
+@lru_cache(maxsize=16)
+def _profile(name: str, n_partitions: int) -> ModelProfile:
+    model, example = build_srole_model(name)
+    dag = layer_dag(model, example)
+    points: list[Hashable] = candidate_points(dag)
+    depth = topological_depth(dag)
+    cuts = [depth[p] for p in points]
+    segs: list[list[Hashable]] = [[] for _ in points[1:]]
+    for v, d in depth.items():
+        if d > 0:
+            segs[bisect_left(cuts, d) - 1].append(v)
+    at = dag.nodes
+    seg_flops = [float(sum(at[v]["flops"] for v in s)) for s in segs]
+    ends = _groups(seg_flops, n_partitions)
+    starts = [0, *(e + 1 for e in ends[:-1])]
+    group = [[v for s in segs[a:b + 1] for v in s] for a, b in zip(starts, ends, strict=True)]
+    return ModelProfile(
+        name=name, labels=tuple(str(points[e + 1]) for e in ends),
+        gflop=tuple(sum(at[v]["flops"] for v in g) / 1e9 for g in group),
+        param_mb=tuple(sum(at[v]["param_bytes"] for v in g) / MB for g in group),
+        act_mb=tuple(sum(at[v]["output_bytes"] for v in g) / MB for g in group),
+        out_mb=tuple(at[points[e + 1]]["output_bytes"] / MB for e in ends),
+        input_mb=at[dag_ends(dag)[0]]["output_bytes"] / MB)
+
+
+def make_job(name: str, model: str, origin: int, batch: int = 32, n_iterations: int = 50,
+             job_cpu: float = JOB_CPU, n_partitions: int = 6) -> Job:
+    """A training job of ``model`` initiated at node ``origin`` (see the module docstring)."""
+    if batch < 1:
+        raise ConfigError(f"must be at least 1, got {batch}", field="batch")
+    prof = model_profile(model, n_partitions)
+    total = sum(prof.gflop)
+    parts = tuple(Partition(
+        name=f"{model}/{i}", gflop=3.0 * g * batch, cpu=job_cpu * g / total,
+        memory_mb=3.0 * p + a * batch, out_mb=o * batch)
+        for i, (g, p, a, o) in enumerate(zip(prof.gflop, prof.param_mb, prof.act_mb,
+                                              prof.out_mb, strict=True)))
+    return Job(name, model, origin, parts, input_mb=prof.input_mb * batch,
+               n_iterations=n_iterations)
+
+
+def cluster_jobs(network: EdgeNetwork, model: str, rng: np.random.Generator,
+                 per_cluster: int = JOBS_PER_CLUSTER, **kwargs: int | float) -> tuple[Job, ...]:
+    """§V-A: ``per_cluster`` jobs of ``model`` in every cluster, each initiated by a
+    different randomly chosen node of the cluster."""
+    if model not in srole_models():
+        raise ConfigError(f"unknown model {model!r}; known: {', '.join(srole_models())}",
+                          field="model")
+    jobs = []
+    for c in range(network.n_clusters):
+        members = network.members(c)
+        for k, origin in enumerate(rng.choice(members, size=min(per_cluster, len(members)),
+                                              replace=False)):
+            jobs.append(make_job(f"{model}@c{c}.{k}", model, int(origin), **kwargs))  # type: ignore[arg-type]
+    return tuple(jobs)
+
+
+def pagerank_jobs(workload_pct: float) -> int:
+    """§V-A: 100 % is 6 PageRank jobs per cluster, each 10 % less is one fewer (50 % → 1)."""
+    if not 50 <= workload_pct <= 100:
+        raise ConfigError(f"must be in [50, 100], got {workload_pct}", field="workload")
+    return round(workload_pct / 10) - 4
+
+
+def background_tasks(network: EdgeNetwork, workload_pct: float,
+                     rng: np.random.Generator) -> tuple[BackgroundTask, ...]:
+    """The PageRank jobs of a workload level in every cluster, each distributed over
+    ``PAGERANK_WORKERS`` random nodes of its cluster, one worker per node."""
+    tasks = []
+    for c in range(network.n_clusters):
+        members = network.members(c)
+        for _ in range(pagerank_jobs(workload_pct)):
+            k = min(PAGERANK_WORKERS, len(members))
+            for node in rng.choice(members, size=k, replace=False):
+                tasks.append(BackgroundTask(int(node), PAGERANK_CPU, PAGERANK_MEMORY_MB))
+    return tuple(tasks)

@@ -1,0 +1,53 @@
+"""Random edge networks with Table I's resources: clusters of 5 nodes placed by proximity."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from edgewise.errors import ConfigError
+from edgewise.modelparallel.problem import EdgeNetwork, EdgeNode
+
+__all__ = ["CLUSTER_SIZE", "TABLE_I", "random_network"]
+
+CLUSTER_SIZE = 5  # §V-A: each cluster has 5 edge nodes
+# Table I: memory MB, CPU host-ratio range, bandwidth Mbps, for each environment.
+TABLE_I: dict[str, tuple[tuple[float, ...], tuple[float, ...], tuple[float, ...]]] = {
+    "container": ((768, 1024, 1536, 2048, 4096), (0.3, 1.0), (50, 100, 200, 500, 1000)),
+    "real": ((1024, 2048, 4096), (0.25, 0.5, 1.0), (160, 800)),  # 20 and 100 MBps
+}
+AREA_M = 100.0  # a cluster's nodes lie in a square of this side
+RANGE_M = (60.0, 120.0)  # transmission range, uniform
+
+
+def random_network(n_edges: int, rng: np.random.Generator,
+                   environment: str = "container") -> EdgeNetwork:
+    """``n_edges`` nodes (a multiple of 5) in clusters of 5; memory, CPU and bandwidth drawn
+    from Table I (§V-A: round-robin over the memory values, CPU uniform in its range for the
+    container environment or from its set for the real one, bandwidth from its set per pair).
+
+    Raises
+    ------
+    ConfigError
+        If ``n_edges`` is not a positive multiple of 5 or the environment is unknown.
+    """
+    if n_edges < CLUSTER_SIZE or n_edges % CLUSTER_SIZE:
+        raise ConfigError(f"must be a positive multiple of {CLUSTER_SIZE}, got {n_edges}",
+                          field="n_edges")
+    if environment not in TABLE_I:
+        raise ConfigError(f"unknown environment {environment!r}; known: "
+                          f"{', '.join(TABLE_I)}", field="environment")
+    mems, cpus, bws = TABLE_I[environment]
+    nodes = []
+    for j in range(n_edges):
+        cpu = (float(rng.uniform(cpus[0], cpus[1])) if environment == "container"
+               else float(rng.choice(cpus)))
+        x = float(rng.uniform(0.0, AREA_M)) + (j // CLUSTER_SIZE) * 10 * AREA_M  # far apart
+        y = float(rng.uniform(0.0, AREA_M))
+        nodes.append(EdgeNode(f"edge-{j}", cpu=round(cpu, 3), memory_mb=float(mems[j % len(mems)]),
+                              x_m=x, y_m=y, range_m=float(rng.uniform(RANGE_M[0], RANGE_M[1]))))
+    bw = rng.choice(np.asarray(bws, dtype=np.float64), size=(n_edges, n_edges))
+    bw = np.triu(bw, 1)
+    bw = bw + bw.T
+    np.fill_diagonal(bw, np.inf)
+    return EdgeNetwork(tuple(nodes), bw,
+                       cluster_of=tuple(j // CLUSTER_SIZE for j in range(n_edges)))

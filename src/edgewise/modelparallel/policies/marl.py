@@ -1,0 +1,14 @@
+"""MARL (§IV-B): every node schedules its own job among its neighbours, unshielded."""
+
+from __future__ import annotations
+
+from edgewise.modelparallel.policies import Method, register
+from edgewise.modelparallel.schedule import decide_marl
+
+__all__ = ["marl"]
+
+
+@register("marl")
+def marl() -> Method:
+    """Independent tabular Q-learning agents, one per node (§IV-B)."""
+    return Method("marl", decide_marl)

@@ -1,0 +1,14 @@
+"""Centralized RL (§V-B): the cluster head schedules every job of its cluster."""
+
+from __future__ import annotations
+
+from edgewise.modelparallel.policies import Method, register
+from edgewise.modelparallel.schedule import decide_central
+
+__all__ = ["rl"]
+
+
+@register("rl")
+def rl() -> Method:
+    """RL at the cluster head; negative reward only for memory violations (§V-B)."""
+    return Method("rl", decide_central)

@@ -1,0 +1,15 @@
+"""SROLE-C (§IV-C): MARL plus one centralized shield per cluster (Algorithm 1)."""
+
+from __future__ import annotations
+
+from edgewise.modelparallel.policies import Method, register
+from edgewise.modelparallel.schedule import decide_marl
+from edgewise.modelparallel.shield import centralized_shield
+
+__all__ = ["srole_c"]
+
+
+@register("srole-c")
+def srole_c() -> Method:
+    """MARL agents, their joint action corrected by Algorithm 1 at the cluster head."""
+    return Method("srole-c", decide_marl, centralized_shield)

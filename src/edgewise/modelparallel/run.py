@@ -1,0 +1,276 @@
+"""Carry a placement out as real model-parallel training (SROLE §IV-A, the model parallelism
+of [8]): one stage actor per layer partition on the partition's device, forward activations
+down the chain, activation gradients back up, each stage stepping its own optimizer."""
+
+from __future__ import annotations
+
+import math
+import time
+import uuid
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import ray
+import torch
+from torch import nn
+
+from edgewise.cluster.model import Cluster, Device, Link
+from edgewise.errors import ConfigError, InfeasibleError
+from edgewise.modelparallel.problem import EdgeNetwork, Job, Placement
+from edgewise.nn.models import OPTIMIZERS
+from edgewise.pipeline.stages import (
+    ActivationCodec,
+    decode_activation,
+    encode_activation,
+    split_sequential,
+    stage_payload,
+)
+from edgewise.runtime.emulation import EmulationConfig
+from edgewise.runtime.mpstages import TrainStage
+from edgewise.runtime.ray_cluster import RayRuntime
+from edgewise.runtime.transport import decode_state_dict
+
+__all__ = ["MPRun", "ModelParallelTrainer", "network_cluster", "network_emulation",
+           "run_placement", "train_model_parallel"]
+
+Batch = tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]
+
+
+@dataclass(frozen=True, slots=True)
+class MPRun:
+    """What :func:`train_model_parallel` measured: the loss and the wall time of every
+    iteration (forward through all stages, backward back to the first), and per stage its
+    device, its emulated compute seconds and transfer seconds in every iteration, and the
+    bytes it sent."""
+
+    losses: tuple[float, ...]
+    iteration_s: tuple[float, ...]
+    devices: tuple[str, ...]
+    compute_s: tuple[tuple[float, ...], ...]
+    transfer_s: tuple[tuple[float, ...], ...]
+    wire_bytes: tuple[int, ...]
+
+    @property
+    def mean_iteration_s(self) -> float:
+        """Mean iteration time, the first (warm-up) iteration left out when there are more."""
+        return _steady_mean(self.iteration_s)
+
+    @property
+    def mean_compute_s(self) -> float:
+        """Compute seconds per iteration, all stages together (warm-up left out)."""
+        return _steady_mean(tuple(np.sum(self.compute_s, axis=0)))
+
+    @property
+    def mean_transfer_s(self) -> float:
+        """Transfer seconds per iteration, all stages together (warm-up left out)."""
+        return _steady_mean(tuple(np.sum(self.transfer_s, axis=0)))
+
+
+def _steady_mean(values: tuple[float, ...]) -> float:
+    kept = values[1:] if len(values) > 1 else values
+    return float(np.mean(kept)) if kept else 0.0
+
+
+class ModelParallelTrainer:
+    """Deploys ``model`` split at ``cuts`` on ``devices`` and trains it batch by batch.
+
+    Parameters
+    ----------
+    runtime : RayRuntime
+        The Ray instance hosting the cluster.
+    model : nn.Sequential
+        The model; partition ``k`` holds children ``cuts[k] .. cuts[k+1]-1``.
+    cuts : sequence of int
+        Partition boundaries (see ``split_sequential``).
+    devices : sequence of str
+        The device of each partition; several partitions may share a device (no transfer
+        between them).
+    optimizer, lr : str, float
+        Each stage's optimizer ("sgd" or "adam") and learning rate.
+    codec : ActivationCodec
+        Compression of activations and gradients (raw float32 by default, as the
+        environment's transfer sizes assume).
+    memory_mb : sequence of int or None
+        Memory each stage reserves on its device; default 64 MB plus 4x its weights.
+    origin : str or None
+        The device where the training batches originate (SROLE: the job's initiating node);
+        the first stage waits their transfer time from there. ``None``: already local.
+    """
+
+    def __init__(self, runtime: RayRuntime, model: nn.Module, cuts: Sequence[int],
+                 devices: Sequence[str], *, optimizer: str = "sgd", lr: float = 0.05,
+                 codec: ActivationCodec | None = None,
+                 memory_mb: Sequence[int] | None = None, origin: str | None = None,
+                 startup_timeout_s: float = 120.0) -> None:
+        if optimizer not in OPTIMIZERS or not lr > 0:
+            raise ConfigError(f"optimizer must be one of {', '.join(OPTIMIZERS)} with lr > 0, "
+                              f"got {optimizer!r}, lr {lr}", field="optimizer")
+        parts = split_sequential(model, tuple(cuts))
+        if len(devices) != len(parts):
+            raise ConfigError(f"{len(parts)} partitions need {len(parts)} devices, got "
+                              f"{list(devices)}", field="devices")
+        if memory_mb is not None and len(memory_mb) != len(parts):
+            raise ConfigError("one memory reservation per partition", field="memory_mb")
+        self.runtime, self.devices, self.cuts = runtime, tuple(devices), tuple(cuts)
+        self.origin = origin
+        self.codec = codec or ActivationCodec("none")
+        self._step = 0
+        tag = uuid.uuid4().hex[:6]
+        self.stages: list[Any] = []
+        for k, (part, device) in enumerate(zip(parts, self.devices, strict=True)):
+            skeleton, weights = stage_payload(part)
+            mem = memory_mb[k] if memory_mb is not None else 64 + math.ceil(
+                4 * len(weights) / 2**20)
+            options = runtime.actor_options(device, int(mem), f"mp-{tag}-{k}")
+            self.stages.append(TrainStage.options(**options).remote(  # type: ignore[attr-defined]
+                f"mp-{tag}-{k}", device, skeleton, weights, runtime.stretch.get(device, 1.0),
+                optimizer, lr, self.codec))
+        try:
+            ray.get([self._connect(k) for k in range(len(self.stages))],
+                    timeout=startup_timeout_s)
+        except BaseException:
+            self.close()  # no actor outlives a failed deployment
+            raise
+
+    def _connect(self, k: int) -> Any:
+        """Wire stage ``k`` to its neighbours' devices over the cluster's links."""
+        here, n = self.devices[k], len(self.devices)
+
+        def link(other: int) -> Any:
+            if not 0 <= other < n or self.devices[other] == here:
+                return None
+            return self.runtime.cluster.link(here, self.devices[other])
+
+        source = None
+        if k == 0 and self.origin is not None and self.origin != here:
+            source = self.runtime.cluster.link(self.origin, here)
+        return self.stages[k].connect.remote(link(k - 1), link(k + 1), first=k == 0,
+                                             last=k == n - 1, input_link=source)
+
+    def step(self, x: np.ndarray[Any, Any], y: np.ndarray[Any, Any]) -> tuple[float, float]:
+        """One training iteration on the batch ``(x, y)``: the loss before the update and the
+        wall seconds from sending the batch to the first stage until its backward is done."""
+        meta = {"step": self._step, "labels": [int(v) for v in np.asarray(y).reshape(-1)]}
+        frame = encode_activation(np.ascontiguousarray(x, dtype=np.float32), meta, self.codec)
+        start = time.perf_counter()
+        ref = self.stages[0].forward.remote(frame)
+        for stage in self.stages[1:]:
+            ref = stage.forward.remote(ref)
+        for stage in reversed(self.stages[:-1]):
+            ref = stage.backward.remote(ref)
+        _, out = decode_activation(ray.get(ref))
+        seconds = time.perf_counter() - start
+        self._step += 1
+        return float(out["loss"]), seconds
+
+    def _per_stage(self, method: str) -> list[dict[str, torch.Tensor]]:
+        frames = ray.get([getattr(s, method).remote() for s in self.stages])
+        return [decode_state_dict(f) for f in frames]
+
+    def _global(self, per_stage: list[dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
+        """Stage-local names (``"1.weight"`` of partition k) as the whole model's names."""
+        out: dict[str, torch.Tensor] = {}
+        for start, tensors in zip(self.cuts, per_stage, strict=False):
+            for name, value in tensors.items():
+                child, _, rest = name.partition(".")
+                out[f"{start + int(child)}.{rest}"] = value
+        return out
+
+    def gradients(self) -> dict[str, torch.Tensor]:
+        """The last iteration's parameter gradients under the whole model's names."""
+        return self._global(self._per_stage("gradients"))
+
+    def state_dict(self) -> dict[str, torch.Tensor]:
+        """The trained weights under the whole model's names."""
+        return self._global(self._per_stage("weights"))
+
+    def stats(self) -> list[dict[str, Any]]:
+        """Per stage: compute and transfer seconds per iteration, frames and bytes sent."""
+        return list(ray.get([s.stats.remote() for s in self.stages]))
+
+    def close(self) -> None:
+        """Kill the stage actors."""
+        for stage in self.stages:
+            ray.kill(stage)
+        self.stages = []
+
+
+def train_model_parallel(runtime: RayRuntime, model: nn.Module, cuts: Sequence[int],
+                         devices: Sequence[str], batches: Iterable[Batch],
+                         **options: Any) -> MPRun:
+    """Deploy, train one iteration per batch, measure, tear down.
+
+    ``options`` are :class:`ModelParallelTrainer`'s keyword arguments. Returns the
+    per-iteration losses and wall times and the per-stage compute, transfer and bytes.
+    """
+    trainer = ModelParallelTrainer(runtime, model, cuts, devices, **options)
+    try:
+        losses, times = [], []
+        for x, y in batches:
+            loss, seconds = trainer.step(x, y)
+            losses.append(loss)
+            times.append(seconds)
+        stats = trainer.stats()
+    finally:
+        trainer.close()
+    return MPRun(tuple(losses), tuple(times), tuple(devices),
+                 tuple(tuple(s["compute_s"]) for s in stats),
+                 tuple(tuple(s["transfer_s"]) for s in stats),
+                 tuple(int(s["wire_bytes"]) for s in stats))
+
+
+def network_cluster(network: EdgeNetwork, name: str = "srole-real") -> Cluster:
+    """The emulated cluster of an environment's network: one device per node, named like
+    it, with its memory and ``speed`` = its CPU (host ratio), so that under
+    :func:`network_emulation` a node computes at ``cpu`` of one host core; every pair linked
+    at the network's bandwidth with no latency (the environment's transfer model has none)."""
+    devices = tuple(Device(n.name, "srole-node", 1, "none", max(1, int(n.memory_mb)), n.cpu)
+                    for n in network.nodes)
+    links = tuple(Link(a.name, b.name, float(network.bandwidth_mbps[i, j]), 0.0)
+                  for i, a in enumerate(network.nodes) for j, b in enumerate(network.nodes)
+                  if i < j)  # fmt: skip
+    default = Link("*", "*", float(min(lk.bandwidth_mbps for lk in links) if links else 1e3), 0.0)
+    return Cluster(name, devices, default, links)
+
+
+def network_emulation(network: EdgeNetwork, host_cores: int | None = None) -> EmulationConfig:
+    """Emulation where host ratio 1.0 is one host core: ``host_speed`` = max(1, largest CPU),
+    so a node's stretch is ``host_speed / cpu`` (= 1 / cpu on Table I's ranges)."""
+    speed = max(1.0, *(n.cpu for n in network.nodes))
+    if host_cores is None:
+        return EmulationConfig(host_speed=speed)
+    return EmulationConfig(host_speed=speed, host_cores=host_cores)
+
+
+def run_placement(runtime: RayRuntime, network: EdgeNetwork, job: Job, placement: Placement,
+                  model: nn.Module, cuts: Sequence[int], batches: Iterable[Batch],
+                  **options: Any) -> MPRun:
+    """Train ``model`` split at ``cuts`` (one partition per ``job.partitions``) where
+    ``placement`` puts the job's partitions, on a runtime started from
+    ``network_cluster(network)``; each stage reserves its partition's ``memory_mb`` on its
+    node and the batches originate at the job's origin node.
+
+    Raises
+    ------
+    ConfigError
+        The cuts, the job's partitions and the placement disagree in number.
+    InfeasibleError
+        The partitions placed on a node need more memory than it has.
+    """
+    n = len(job.partitions)
+    if len(placement.nodes) != n or len(cuts) != n + 1:
+        raise ConfigError(f"job {job.name!r} has {n} partitions; the placement has "
+                          f"{len(placement.nodes)} hosts and the cuts {len(cuts) - 1} parts",
+                          field="placement")
+    memory = [max(1, math.ceil(p.memory_mb)) for p in job.partitions]
+    for j in set(placement.nodes):
+        need = sum(m for m, host in zip(memory, placement.nodes, strict=True) if host == j)
+        if need > network.nodes[j].memory_mb:
+            raise InfeasibleError(f"node {network.nodes[j].name} has "
+                                  f"{network.nodes[j].memory_mb:g} MB; its partitions need "
+                                  f"{need} MB")
+    devices = [network.nodes[j].name for j in placement.nodes]
+    return train_model_parallel(runtime, model, cuts, devices, batches, memory_mb=memory,
+                                origin=network.nodes[job.origin].name, **options)

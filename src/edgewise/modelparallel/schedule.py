@@ -1,0 +1,118 @@
+"""How the agents decide (§IV-B): each job's own node places its partitions one by one among
+its candidates (MARL), or the cluster head places every job of its cluster (centralized RL)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+
+from edgewise.modelparallel.agents import QAgent, Step, encode_state
+from edgewise.modelparallel.problem import (
+    ALPHA,
+    BackgroundTask,
+    EdgeNetwork,
+    Job,
+    Placement,
+    load_of,
+)
+
+__all__ = ["Decision", "Round", "cluster_head", "decide_central", "decide_marl"]
+
+
+@dataclass(frozen=True, slots=True)
+class Round:
+    """One scheduling round: the network, the jobs initiated in it and the background load."""
+
+    network: EdgeNetwork
+    jobs: tuple[Job, ...]
+    background: tuple[BackgroundTask, ...] = ()
+    alpha: float = ALPHA
+
+    def base_load(self) -> NDArray[np.float64]:
+        return load_of(self.network, (), (), self.background)
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """The joint action: per job its proposed placement, the deciding agent (node index),
+    the decisions' trace for learning; ``ops`` the Q-value look-ups of the busiest decider
+    (deciders run in parallel) and ``seconds`` its measured wall time."""
+
+    placements: tuple[Placement, ...]
+    deciders: tuple[int, ...]
+    steps: tuple[tuple[Step, ...], ...]
+    ops: int
+    seconds: float
+
+
+def cluster_head(network: EdgeNetwork, cluster: int) -> int:
+    """The cluster head: the member with the most CPU (§I: relatively high capacity)."""
+    return max(network.members(cluster), key=lambda j: (network.nodes[j].cpu, -j))
+
+
+def _place(job: Job, cands: Sequence[int], agent: QAgent, rnd: Round,
+           view: NDArray[np.float64], rng: np.random.Generator,
+           explore: bool) -> tuple[Placement, tuple[Step, ...]]:
+    """Place the job's partitions in order, updating ``view`` with each choice (§IV-B)."""
+    hosts: list[int] = []
+    steps = []
+    prev = 0
+    for part in job.partitions:
+        state = encode_state(part, prev, cands, rnd.network, view, rnd.alpha)
+        slot = agent.act(state, len(cands), rng, explore)
+        steps.append(Step(state, slot, len(cands)))
+        hosts.append(cands[slot])
+        view[cands[slot]] += (part.cpu, part.memory_mb)
+        prev = slot
+    return Placement(tuple(hosts)), tuple(steps)
+
+
+def decide_marl(rnd: Round, agents: Sequence[QAgent], rng: np.random.Generator,
+                explore: bool) -> Decision:
+    """MARL: every job's origin node decides alone among itself and its neighbours, seeing
+    the observed load plus only its own earlier choices."""
+    base = rnd.base_load()
+    places: list[Placement] = []
+    steps: list[tuple[Step, ...]] = []
+    ops: dict[int, int] = {}
+    secs: dict[int, float] = {}
+    for job in rnd.jobs:
+        t0 = time.perf_counter()
+        cands = rnd.network.candidates(job.origin)
+        p, s = _place(job, cands, agents[job.origin], rnd, base.copy(), rng, explore)
+        places.append(p)
+        steps.append(s)
+        ops[job.origin] = ops.get(job.origin, 0) + len(cands) * len(job.partitions)
+        secs[job.origin] = secs.get(job.origin, 0.0) + time.perf_counter() - t0
+    return Decision(tuple(places), tuple(j.origin for j in rnd.jobs), tuple(steps),
+                    max(ops.values(), default=0), max(secs.values(), default=0.0))
+
+
+def decide_central(rnd: Round, agents: Sequence[QAgent], rng: np.random.Generator,
+                   explore: bool) -> Decision:
+    """Centralized RL: the head of each cluster places all its cluster's jobs one after the
+    other, seeing every node of the cluster and every earlier choice."""
+    net = rnd.network
+    view = rnd.base_load()
+    places: list[Placement] = []
+    steps: list[tuple[Step, ...]] = []
+    deciders: list[int] = []
+    ops: dict[int, int] = {}
+    secs: dict[int, float] = {}
+    for job in rnd.jobs:
+        t0 = time.perf_counter()
+        c = net.cluster(job.origin)
+        head = cluster_head(net, c)
+        cands = (job.origin, *(k for k in net.members(c) if k != job.origin))
+        p, s = _place(job, cands, agents[head], rnd, view, rng, explore)
+        places.append(p)
+        steps.append(s)
+        deciders.append(head)
+        ops[head] = ops.get(head, 0) + len(cands) * len(job.partitions)
+        secs[head] = secs.get(head, 0.0) + time.perf_counter() - t0
+    return Decision(tuple(places), tuple(deciders), tuple(steps),
+                    max(ops.values(), default=0), max(secs.values(), default=0.0))

@@ -1,0 +1,180 @@
+"""Real model-parallel training on a local Ray instance: the split forward/backward gives the
+unsplit model's gradients and update, the loss falls, and a slow emulated link slows every
+iteration by its transfer time."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+from edgewise.cluster.schema import cluster_from_dict
+from edgewise.errors import ConfigError, InfeasibleError
+from edgewise.modelparallel.jobs import JOB_CPU
+from edgewise.modelparallel.network import random_network
+from edgewise.modelparallel.problem import EdgeNetwork, EdgeNode, Placement
+from edgewise.modelparallel.realbench import (
+    bench_model,
+    digits_batches,
+    sequential_job,
+    spread_placement,
+)
+from edgewise.modelparallel.run import (
+    ModelParallelTrainer,
+    network_cluster,
+    network_emulation,
+    run_placement,
+    train_model_parallel,
+)
+from edgewise.runtime.emulation import stretch_factors
+from edgewise.runtime.ray_cluster import RayRuntime, start_local
+
+SLOW_MBPS = 4.0
+CLUSTER = {
+    "name": "test-mp",
+    "default_link": {"bandwidth_mbps": 1000, "latency_ms": 0.0},
+    "links": [{"between": ["n1", "n2"], "bandwidth_mbps": SLOW_MBPS, "latency_ms": 0.0}],
+    "devices": [{"name": f"n{i}", "type": "jetson-nano"} for i in range(4)],
+}
+CUTS = (0, 2, 5, 9)  # conv+relu | conv+relu+pool | flatten+dense+relu+dense
+BATCH, ITERATIONS, LR = 64, 30, 0.01
+
+
+@dataclass
+class FastRun:
+    first_loss: float
+    grads: dict[str, torch.Tensor]
+    weights: dict[str, torch.Tensor]
+    losses: list[float]
+    seconds: list[float]
+
+
+@pytest.fixture(scope="module")
+def runtime() -> Iterator[RayRuntime]:
+    rt = start_local(cluster_from_dict(CLUSTER, source="test"))
+    yield rt
+    rt.shutdown()
+
+
+@pytest.fixture(scope="module")
+def fast(runtime: RayRuntime) -> FastRun:
+    """Three stages on fast links, Adam: one step inspected, then trained on."""
+    trainer = ModelParallelTrainer(runtime, bench_model(seed=3), CUTS, ["n0", "n1", "n3"],
+                                   optimizer="adam", lr=LR)
+    try:
+        batches = digits_batches(BATCH, ITERATIONS, seed=1)
+        loss, seconds = trainer.step(*next(batches))
+        run = FastRun(loss, trainer.gradients(), trainer.state_dict(), [loss], [seconds])
+        for x, y in batches:
+            loss, seconds = trainer.step(x, y)
+            run.losses.append(loss)
+            run.seconds.append(seconds)
+    finally:
+        trainer.close()
+    return run
+
+
+@pytest.mark.ray
+def test_split_training_gives_the_unsplit_gradients_and_update(fast: FastRun) -> None:
+    model = bench_model(seed=3)
+    optimizer = torch.optim.Adam(model.parameters(), lr=LR)
+    x, y = next(digits_batches(BATCH, 1, seed=1))
+
+    reference = F.cross_entropy(model(torch.from_numpy(x)), torch.from_numpy(y))
+    reference.backward()
+    grads = {k: p.grad.clone() for k, p in model.named_parameters() if p.grad is not None}
+    optimizer.step()
+
+    assert fast.first_loss == pytest.approx(float(reference.detach()), rel=1e-5)
+    assert set(fast.grads) == set(grads) == {k for k, _ in model.named_parameters()}
+    for name, p in model.named_parameters():
+        torch.testing.assert_close(fast.grads[name], grads[name], rtol=1e-4, atol=1e-6)
+        torch.testing.assert_close(fast.weights[name], p.detach(), rtol=1e-4, atol=1e-6)
+
+
+@pytest.mark.ray
+def test_training_lowers_the_loss(fast: FastRun) -> None:
+    assert len(fast.losses) == ITERATIONS
+    assert np.mean(fast.losses[-5:]) < 0.6 * np.mean(fast.losses[:5])
+
+
+@pytest.mark.ray
+def test_a_slow_link_slows_every_iteration(runtime: RayRuntime, fast: FastRun) -> None:
+    slow = train_model_parallel(runtime, bench_model(seed=3), CUTS, ["n0", "n1", "n2"],
+                                digits_batches(BATCH, 4, seed=1), optimizer="adam", lr=LR)
+
+    # Stage 1 -> 2 carries a BATCH x 32 x 4 x 4 float32 activation forward and its gradient
+    # back over the slow link: each iteration takes at least that much longer.
+    extra_s = 2 * BATCH * 32 * 16 * 4 * 8 / (SLOW_MBPS * 1e6)
+    assert slow.mean_iteration_s - float(np.mean(fast.seconds[1:])) > 0.8 * extra_s
+    assert all(a + b > 0.8 * extra_s for a, b in zip(*slow.transfer_s[1:], strict=True))
+    assert slow.mean_transfer_s > 0.8 * extra_s
+    assert slow.wire_bytes[1] >= len(slow.losses) * BATCH * 32 * 16 * 4
+
+
+@pytest.mark.ray
+def test_partitions_devices_and_optimizer_are_checked(runtime: RayRuntime) -> None:
+    with pytest.raises(ConfigError, match="devices"):
+        ModelParallelTrainer(runtime, bench_model(), CUTS, ["n0", "n1"])
+    with pytest.raises(ConfigError, match="optimizer"):
+        ModelParallelTrainer(runtime, bench_model(), CUTS, ["n0", "n1", "n2"], optimizer="lbfgs")
+
+
+# --- the adapter from the environment's job and placement (no Ray) --------------------------
+
+
+def test_sequential_job_matches_a_hand_count() -> None:
+    batch, mb = 4, 1e6
+    job = sequential_job(bench_model(width=16), CUTS, torch.zeros(1, 1, 8, 8), batch, origin=2)
+
+    # conv1 2*1024*9 + relu 1024 | conv2 2*2048*144 + relu 2048 + pool 512 | flatten 0 +
+    # dense 2*64*512 + relu 64 + dense 2*10*64 (FLOPs per sample, multiply-add = 2)
+    flops = (18432 + 1024, 589824 + 2048 + 512, 65536 + 64 + 1280)
+    params = (640, 18560, 131328 + 2600)  # bytes: weights + biases, float32
+    acts = (4096 + 4096, 8192 + 8192 + 2048, 2048 + 256 + 256 + 40)  # bytes per sample
+    outs = (4096, 2048, 40)
+    assert job.origin == 2 and job.input_mb == pytest.approx(256 * batch / mb)
+    for k, p in enumerate(job.partitions):
+        assert p.gflop == pytest.approx(3 * flops[k] * batch / 1e9)
+        assert p.memory_mb == pytest.approx((3 * params[k] + acts[k] * batch) / mb)
+        assert p.out_mb == pytest.approx(outs[k] * batch / mb)
+        assert p.cpu == pytest.approx(JOB_CPU * flops[k] / sum(flops))
+
+
+def test_network_cluster_emulates_each_node_at_its_cpu_share() -> None:
+    network = random_network(5, np.random.default_rng(4))
+    cluster = network_cluster(network)
+    stretch = stretch_factors(cluster, network_emulation(network))
+
+    for i, node in enumerate(network.nodes):
+        assert cluster.device(node.name).memory_mb == int(node.memory_mb)
+        assert stretch[node.name] == pytest.approx(1.0 / node.cpu)
+        for j, other in enumerate(network.nodes[i + 1:], start=i + 1):
+            assert cluster.link(node.name, other.name).bandwidth_mbps == pytest.approx(
+                network.bandwidth_mbps[i, j])
+
+
+def test_spread_placement_uses_the_origin_then_its_neighbours() -> None:
+    network = random_network(5, np.random.default_rng(4))
+    job = sequential_job(bench_model(), CUTS, torch.zeros(1, 1, 8, 8), 8, origin=1)
+
+    hosts = spread_placement(network, job).nodes
+
+    assert hosts[0] == 1 and len(hosts) == 3
+    assert set(hosts[1:]) <= set(network.candidates(1))
+
+
+def test_run_placement_refuses_a_node_without_the_memory() -> None:
+    nodes = tuple(EdgeNode(f"e{i}", cpu=0.5, memory_mb=m) for i, m in enumerate((4096, 1, 4096)))
+    network = EdgeNetwork(nodes, np.full((3, 3), 100.0))
+    job = sequential_job(bench_model(), CUTS, torch.zeros(1, 1, 8, 8), 64, origin=0)
+    runtime = RayRuntime(network_cluster(network), {}, emulated=True)  # Ray is never reached
+
+    with pytest.raises(InfeasibleError, match="e1"):
+        run_placement(runtime, network, job, Placement((0, 1, 1)), bench_model(), CUTS, [])
+    with pytest.raises(ConfigError, match="partitions"):
+        run_placement(runtime, network, job, Placement((0, 1)), bench_model(), CUTS, [])

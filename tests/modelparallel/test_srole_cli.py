@@ -1,0 +1,55 @@
+"""`edgewise modelparallel` commands through Typer's runner: train, place, simulate, user errors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from edgewise.cli.modelparallel import app
+
+runner = CliRunner()
+
+
+@pytest.fixture(autouse=True)
+def _state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("EDGEWISE_STATE_DIR", str(tmp_path / "state"))
+
+
+def test_train_then_place_with_the_saved_agents(tmp_path: Path) -> None:
+    path = tmp_path / "c.json"
+    res = runner.invoke(app, ["train", "-m", "srole-c", "--rounds", "5", "--out", str(path)])
+    assert res.exit_code == 0, res.output
+    assert path.exists() and "states learned" in res.output
+    res = runner.invoke(app, ["place", "-m", "srole-c", "--model", "rnn", "--edges", "5",
+                              "--agents", str(path)])
+    assert res.exit_code == 0, res.output
+    assert "srole-c placement" in res.output and res.output.count("(node ") == 3
+
+
+def test_simulate_compares_methods() -> None:
+    res = runner.invoke(app, ["simulate", "-m", "marl", "-m", "srole-d", "--model", "rnn",
+                              "--edges", "5", "--online", "2", "--rounds", "3"])
+    assert res.exit_code == 0, res.output
+    assert "marl" in res.output and "srole-d" in res.output
+
+
+@pytest.mark.parametrize(("args", "field"), [
+    (["place", "-m", "magic", "--rounds", "1"], "method"),
+    (["simulate", "--edges", "7", "--online", "1", "--rounds", "1", "-m", "marl"], "n_edges"),
+    (["simulate", "--model", "alexnet", "--online", "1", "--rounds", "1", "-m", "marl"],
+     "model"),
+])
+def test_user_errors_exit_2_naming_the_field(args: list[str], field: str) -> None:
+    res = runner.invoke(app, args)
+    assert res.exit_code == 2
+    assert field in res.output and "Traceback" not in res.output
+
+
+def test_agents_of_another_method_are_refused(tmp_path: Path) -> None:
+    path = tmp_path / "m.json"
+    assert runner.invoke(app, ["train", "-m", "marl", "--rounds", "2", "--out",
+                               str(path)]).exit_code == 0
+    res = runner.invoke(app, ["place", "-m", "srole-c", "--agents", str(path)])
+    assert res.exit_code == 2 and "--agents" in res.output
