@@ -5,7 +5,17 @@ from __future__ import annotations
 import typer
 
 from edgewise import __version__
-from edgewise.cli import bench, cluster, fault, modelparallel, pipeline, pipeline_run, sites, update
+from edgewise.cli import (
+    bench,
+    cluster,
+    continual,
+    fault,
+    modelparallel,
+    pipeline,
+    pipeline_run,
+    sites,
+    update,
+)
 from edgewise.cli.profile import profile
 from edgewise.cli.serve import serve
 from edgewise.cli.train import demo, train_command
@@ -23,6 +33,7 @@ app.add_typer(bench.app, name="bench")
 app.add_typer(fault.app, name="fault")
 app.add_typer(update.app, name="update")
 app.add_typer(pipeline.app, name="pipeline")
+app.add_typer(continual.app, name="continual")
 app.add_typer(sites.app, name="sites")
 app.add_typer(modelparallel.app, name="modelparallel")
 pipeline.app.command("plan")(pipeline_run.plan)

@@ -87,7 +87,10 @@ def demo(
     recovering from its checkpoint; (2) the Deep-Edge plan for a testbed with one heavily
     loaded Nano, run with SIFT really running beside the training on every worker; (3) a
     CNN partitioned over emulated Jetson Nanos behind slow links, one stage killed
-    mid-stream and every request answered once."""
+    mid-stream and every request answered once; (4) Ekya's thief vs uniform on drifting
+    digits streams, retraining and inference really sharing a device; (5) Okita planning a
+    job over three edge sites and running it with a migration; (6) SROLE's methods placing
+    VGG-16 training on a 10-node network."""
     out.rule("1. data-parallel model update with a crash injected")
     result = run_equal_update(EXAMPLES / "deep-edge-testbed.yaml", TrainConfig(epochs=epochs), 32,
                         kill_worker or None, None)
@@ -104,3 +107,15 @@ def demo(
     from edgewise.cli.pipeline_run import run as run_pipeline_demo
 
     run_pipeline_demo(requests=60, kill_stage=1, seed=0)
+    out.rule("4. Ekya: retraining and inference sharing one device, drifting streams")
+    from edgewise.cli.continual import demo_part as continual_demo
+
+    continual_demo()
+    out.rule("5. Okita: a learning job scheduled across edge sites, moved between slots")
+    from edgewise.cli.sites import demo_part as sites_demo
+
+    sites_demo()
+    out.rule("6. SROLE: shielded multi-agent placement of model-parallel training")
+    from edgewise.cli.modelparallel import demo_part as srole_demo
+
+    srole_demo()

@@ -1,0 +1,24 @@
+"""Ekya scheduling policies, registered by name: ``plan = POLICIES[name](problem, rng)``."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from edgewise.continual.problem import ContinualPlan, ContinualProblem
+from edgewise.registry import Registry
+
+__all__ = ["POLICIES", "Policy", "get_policy", "register"]
+
+Policy = Callable[[ContinualProblem, np.random.Generator], ContinualPlan]
+
+
+def _load() -> None:
+    from edgewise.continual.policies import exact, thief, uniform  # noqa: F401
+
+
+_REGISTRY: Registry[Policy] = Registry(_load)
+POLICIES = _REGISTRY.entries
+register = _REGISTRY.register
+get_policy = _REGISTRY.get

@@ -1,0 +1,112 @@
+"""The trace-driven simulator and the profile CSV files."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from edgewise.continual.example import table1_trace
+from edgewise.continual.policies import get_policy
+from edgewise.continual.profiles import load_trace, write_trace
+from edgewise.continual.sim import simulate, window_problem
+from edgewise.continual.synthetic import synthetic_trace
+from edgewise.errors import ConfigError
+
+RNG = np.random.default_rng(0)
+
+
+def test_csv_round_trip(tmp_path: Path) -> None:
+    trace = synthetic_trace(3, 2, seed=5)
+    back = load_trace(write_trace(trace, tmp_path / "t"))
+    assert back.streams == trace.streams and back.configs == tuple(sorted(trace.configs))
+    assert back.windows == 2 and back.subsampling == trace.subsampling
+    key = (1, "s02", trace.configs[4])
+    assert back.curves[key].final == pytest.approx(trace.curves[key].final, rel=1e-5)
+    assert back.curves[key].cost_s == pytest.approx(trace.curves[key].cost_s, rel=1e-5)
+    a = simulate(trace, get_policy("thief"), accelerators=2.0)
+    b = simulate(back, get_policy("thief"), accelerators=2.0)
+    assert np.allclose(a.accuracy, b.accuracy, atol=1e-4)
+
+
+def test_bad_csv_names_the_file_and_field(tmp_path: Path) -> None:
+    write_trace(synthetic_trace(2, 1, seed=0), tmp_path)
+    (tmp_path / "drift.csv").write_text("window,stream\n0,s00\n")
+    with pytest.raises(ConfigError, match=r"drift\.csv.*retained"):
+        load_trace(tmp_path)
+    with pytest.raises(ConfigError, match="not found"):
+        load_trace(tmp_path / "missing")
+
+
+def test_same_seed_same_numbers_and_shapes() -> None:
+    trace = synthetic_trace(5, 3, seed=2)
+    a = simulate(trace, get_policy("thief"), accelerators=2.0, window_s=200.0)
+    b = simulate(synthetic_trace(5, 3, seed=2), get_policy("thief"), accelerators=2.0)
+    assert a.accuracy.shape == (3, 5)
+    assert np.array_equal(a.accuracy, b.accuracy)
+    assert ((a.accuracy >= 0) & (a.accuracy <= 1)).all()
+
+
+def test_policy_reruns_when_a_retraining_completes() -> None:
+    result = simulate(table1_trace(), get_policy("thief"), accelerators=3.0, window_s=120.0,
+                      delta=0.25, a_min=0.4)
+    times = [(w, t) for w, t, _ in result.plans]
+    # window 1: B's Cfg2 ends at 50 s on one GPU, then A's Cfg2 at 50 + 65 s
+    assert times[:3] == [(0, 0.0), (0, pytest.approx(50.0)), (0, pytest.approx(115.0))]
+    assert result.plans[1][2].decision("B").retrain is None  # B has retrained: no job left
+    assert result.plans[1][2].decision("A").retrain == "Cfg2"
+
+
+def test_more_accelerators_never_hurt_the_thief() -> None:
+    trace = synthetic_trace(6, 2, seed=4)
+    acc = [simulate(trace, get_policy("thief"), accelerators=g).mean_accuracy
+           for g in (1.0, 2.0, 4.0)]
+    assert acc[0] < acc[1] < acc[2]
+
+
+def test_windows_argument_is_checked() -> None:
+    with pytest.raises(ConfigError, match="windows"):
+        simulate(table1_trace(), get_policy("thief"), accelerators=3.0, windows=3)
+
+
+def test_shipped_trace_has_the_benchs_shape() -> None:
+    from edgewise.continual.problem import default_retrain_configs
+    from edgewise.continual.traces import default_trace
+
+    trace = default_trace()
+    assert len(trace.streams) == 12 and trace.windows >= 2
+    assert set(trace.configs) == {c.name for c in default_retrain_configs()}
+    for curve in trace.curves.values():
+        assert curve.cost_s > 0 and all(0 <= a <= 1 for a in curve.accuracy)
+        assert list(curve.compute_s) == sorted(curve.compute_s)
+
+
+def test_subsampling_reuses_the_last_analysed_frame() -> None:
+    from edgewise.continual.traces import subsampled_accuracy
+
+    y = np.array([1, 1, 2, 2, 3, 3, 4, 4])
+    assert subsampled_accuracy(y.copy(), y, 1.0) == 1.0
+    assert subsampled_accuracy(y.copy(), y, 0.5) == 1.0  # runs of 2 frames: nothing lost
+    assert subsampled_accuracy(y.copy(), y, 0.25) == 0.5
+    distinct = np.arange(8)
+    assert subsampled_accuracy(distinct, distinct, 0.75) == 0.75  # skips one frame in four
+    assert subsampled_accuracy(distinct, distinct, 0.1) == 0.125
+
+
+def test_profile_error_perturbs_decisions_not_outcomes() -> None:
+    trace = synthetic_trace(6, 2, seed=4)
+    exact = simulate(trace, get_policy("thief"), accelerators=2.0)
+    zero = simulate(trace, get_policy("thief"), accelerators=2.0, profile_error=0.0, seed=9)
+    assert np.array_equal(exact.accuracy, zero.accuracy)
+    noisy = [simulate(trace, get_policy("thief"), accelerators=2.0, profile_error=0.3,
+                      seed=s) for s in (1, 1, 2)]
+    assert np.array_equal(noisy[0].accuracy, noisy[1].accuracy)  # same seed, same numbers
+    assert not np.array_equal(noisy[0].accuracy, exact.accuracy)
+    # the policy saw estimates: some decision's estimated accuracy differs from the truth
+    est = noisy[2].plans[0][2].accuracy
+    true = get_policy("thief")(window_problem(trace, 0, dict(trace.initial_accuracy), {}, set(),
+                                              200.0, 2.0, 0.1, 0.0), RNG).accuracy
+    assert est != true
+    with pytest.raises(ConfigError, match="profile_error"):
+        simulate(trace, get_policy("thief"), accelerators=2.0, profile_error=-0.1)
