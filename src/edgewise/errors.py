@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
-__all__ = ["ConfigError", "EdgewiseError", "InfeasibleError", "RuntimeFault"]
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pydantic import ValidationError
+
+__all__ = [
+    "ConfigError", "EdgewiseError", "InfeasibleError", "RuntimeFault", "config_error", "field_path",
+]
 
 
 class EdgewiseError(Exception):
@@ -26,3 +33,21 @@ class InfeasibleError(EdgewiseError):
 
 class RuntimeFault(EdgewiseError):
     """A job could not finish because of faults it could not recover from."""
+
+
+def field_path(loc: tuple[int | str, ...]) -> str:
+    """A pydantic error location as a path a user can find in the file: ``jobs[2].epochs``."""
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out or "(top level)"
+
+
+def config_error(exc: ValidationError, source: str) -> ConfigError:
+    """The first problem of a pydantic ValidationError as a ConfigError naming its field."""
+    errors = exc.errors()
+    first = errors[0]
+    problem = str(first["msg"]).removeprefix("Value error, ")
+    if len(errors) > 1:
+        problem += f" (and {len(errors) - 1} more problem(s))"
+    return ConfigError(problem, source=source, field=field_path(first["loc"]))

@@ -10,7 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from edgewise.cluster.catalog import catalog
 from edgewise.cluster.model import BackgroundApp, Cluster, Device, Link, Role, Site
-from edgewise.errors import ConfigError
+from edgewise.errors import ConfigError, config_error
 
 __all__ = ["ClusterFile", "cluster_from_dict", "load_cluster"]
 
@@ -115,13 +115,6 @@ class ClusterFile(_Strict):
         return Cluster(self.name, devices, default, links, sites, apps)
 
 
-def _field_path(loc: tuple[int | str, ...]) -> str:
-    out = ""
-    for part in loc:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
-    return out or "(top level)"
-
-
 def cluster_from_dict(data: Any, source: str = "<dict>") -> Cluster:
     """Validate a parsed cluster document; ConfigError names the field and the problem."""
     if not isinstance(data, dict):
@@ -129,11 +122,7 @@ def cluster_from_dict(data: Any, source: str = "<dict>") -> Cluster:
     try:
         return ClusterFile.model_validate(data).to_cluster()
     except ValidationError as exc:
-        first = exc.errors()[0]
-        problem = str(first["msg"]).removeprefix("Value error, ")
-        if len(exc.errors()) > 1:
-            problem += f" (and {len(exc.errors()) - 1} more problem(s))"
-        raise ConfigError(problem, source=source, field=_field_path(first["loc"])) from None
+        raise config_error(exc, source) from None
 
 
 def load_cluster(path: str | Path) -> Cluster:

@@ -9,7 +9,7 @@ import numpy as np
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from edgewise.errors import ConfigError
+from edgewise.errors import ConfigError, config_error
 from edgewise.sites.problem import Job, LatencyCost, SiteSpec, SitesProblem, hostable
 
 __all__ = [
@@ -94,13 +94,6 @@ def _demand(d: DemandIn) -> tuple[float, float, float, float]:
     return (float(d.gpu), float(d.cpu), float(d.mem_gb), float(d.disk_gb))
 
 
-def _field_path(loc: tuple[int | str, ...]) -> str:
-    out = ""
-    for part in loc:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
-    return out or "(top level)"
-
-
 def scenario_from_dict(data: Any, source: str = "<dict>") -> SitesProblem:
     """Validate a parsed scenario; ConfigError names the source, the field and the problem."""
     if not isinstance(data, dict):
@@ -108,11 +101,7 @@ def scenario_from_dict(data: Any, source: str = "<dict>") -> SitesProblem:
     try:
         parsed = ScenarioIn.model_validate(data)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        problem = str(first["msg"]).removeprefix("Value error, ")
-        if len(exc.errors()) > 1:
-            problem += f" (and {len(exc.errors()) - 1} more problem(s))"
-        raise ConfigError(problem, source=source, field=_field_path(first["loc"])) from None
+        raise config_error(exc, source) from None
     try:
         return parsed.to_problem()
     except ConfigError as exc:
