@@ -10,6 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from edgewise.continual.policies import get_policy
 from edgewise.continual.policies._grid import build_lattice
 from edgewise.continual.policies.exact import exact_allocation
+from edgewise.continual.policies.thief import thief_allocation
 from edgewise.continual.problem import ContinualPlan, ContinualProblem
 from tests.continual.strategies import problems, random_problem
 
@@ -55,8 +56,15 @@ def test_exact_bounds_every_policy_and_thief_is_close(problem: ContinualProblem)
     assert _key(exact) >= (_key(thief)[0], _key(thief)[1] - 1e-9)
     assert _key(exact) >= (_key(uniform)[0], _key(uniform)[1] - 1e-9)
     assert thief.total_share <= problem.accelerators + 1e-9
-    if thief.violations == exact.violations:
-        assert exact.accuracy - thief.accuracy <= 0.2  # a heuristic, but not far off
+    # Algorithm 1 keeps a steal only if it improves: never below its fair start. (It is a
+    # one-pass greedy, so a single instance can be far from exact: with a_MIN unreachable
+    # for one stream, the first improving victim may be that stream's inference, not an
+    # idle retraining share; the average gap is tested below.)
+    lattice = build_lattice(problem)
+    n = len(problem.streams)
+    fair = sum(lattice.score(v, lattice.fair[2 * v], lattice.fair[2 * v + 1]) for v in range(n))
+    alloc = thief_allocation(lattice)
+    assert sum(lattice.score(v, alloc[2 * v], alloc[2 * v + 1]) for v in range(n)) >= fair
 
 
 def test_thief_is_near_optimal_on_average() -> None:

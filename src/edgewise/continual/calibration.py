@@ -18,7 +18,8 @@ from edgewise.runtime.colocated import sampled_predictions
 if TYPE_CHECKING:
     from edgewise.continual.run import RunSettings, StreamRun
 
-__all__ = ["calibrate_stretch", "offline_inference_options", "profile_inference"]
+__all__ = ["calibrate_stretch", "offline_inference_options", "profile_inference",
+           "stream_inference_options"]
 
 
 def profile_inference(runs: Sequence[StreamRun], holdout: Window, golden: torch.nn.Module,
@@ -40,6 +41,24 @@ def profile_inference(runs: Sequence[StreamRun], holdout: Window, golden: torch.
     rate = float(np.median([s["analysed"] for s in served])) * len(runs) / probe_s
     return tuple(_inference_option(lam, full, truth, base, frames_per_s / max(rate, 1e-6))
                  for lam in settings.inference_configs)
+
+
+def stream_inference_options(model: EdgeCNN, recent: Window, golden: torch.nn.Module,
+                             configs: Sequence[InferenceConfig],
+                             options: Sequence[InferenceOption]) -> tuple[InferenceOption, ...]:
+    """Re-profile each λ's accuracy factor on this stream's own most recent live frames (the
+    previous window, golden-labelled) with the model now deployed, keeping the measured
+    demands: an inference profiler that profiles each stream periodically (§3.1, [36]).
+    How much frame sampling loses depends on the stream's scene (how long objects stay in
+    view) and on the model, so one hold-out stream's factors do not transfer."""
+    truth, full = predict(golden, recent.x), predict(model, recent.x)
+    base = max(float((full == truth).mean()), 1e-6)
+    demand = {o.config: o.demand for o in options}
+    out = []
+    for lam in configs:
+        fresh = _inference_option(lam, full, truth, base, 1.0)
+        out.append(InferenceOption(lam.name, fresh.accuracy_factor, demand[lam.name]))
+    return tuple(out)
 
 
 def offline_inference_options(model: EdgeCNN, holdout: Window, golden: torch.nn.Module,

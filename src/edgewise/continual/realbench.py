@@ -22,9 +22,18 @@ from edgewise.nn.streams import digits_streams
 from edgewise.runtime.emulation import EmulationConfig
 from edgewise.runtime.ray_cluster import start_local
 
-__all__ = ["microprofiler_figures", "real_figures", "real_run_figures"]
+__all__ = ["TRAIN_FRAMES", "microprofiler_figures", "real_figures", "real_run_figures"]
 
 Progress = Callable[[str, float], None]
+
+# Retraining frames per window. The paper's windows are 200 s of 30 fps video (thousands of
+# frames), so micro-profiling on 5-10% sees hundreds of samples; with the streams' default
+# 300 frames (225 for training after the 25% validation split) 10% is 24 samples and both
+# the micro-profiler's curves and its "actual" reference are mostly noise. 1,200 frames
+# (900 training, 300 validation; drawn with drift from the 450-image retraining pool) give
+# 90-sample micro-profiles. The emulated device (stretch) and window length are unchanged,
+# so retraining costs 4x more of a window than with 300 frames.
+TRAIN_FRAMES = 1200
 
 
 def microprofiler_figures(seed: int = 0, n_streams: int = 2, n_windows: int = 3,
@@ -39,7 +48,9 @@ def microprofiler_figures(seed: int = 0, n_streams: int = 2, n_windows: int = 3,
     errors: list[float] = []
     micro_s = exhaustive_s = 0.0
     profiled = total = 0
-    for k, stream in enumerate(digits_streams(n_streams, seed=seed, n_windows=n_windows)):
+    streams = digits_streams(n_streams, seed=seed, n_windows=n_windows,
+                             train_frames=TRAIN_FRAMES)
+    for k, stream in enumerate(streams):
         model, history = pretrained_edge(seed), ProfileHistory()
         for w in stream.windows():
             data = prepare_window(w, golden, seed=seed)
@@ -80,7 +91,8 @@ def real_run_figures(seed: int = 0, n_streams: int = 3, n_windows: int = 3,
                      ) -> dict[str, float]:
     """Thief and uniform planned on micro-profiled estimates and run for real (inference and
     retraining actors on one emulated device); window-averaged accuracy vs true labels."""
-    streams = digits_streams(n_streams, seed=seed, n_windows=n_windows)
+    streams = digits_streams(n_streams, seed=seed, n_windows=n_windows,
+                             train_frames=TRAIN_FRAMES)
     settings = RunSettings(window_s=window_s, seed=seed)
     runtime = start_local(edge_cluster(), EmulationConfig(host_cores=2))
     figures: dict[str, float] = {}
@@ -92,9 +104,25 @@ def real_run_figures(seed: int = 0, n_streams: int = 3, n_windows: int = 3,
                 float(np.mean([r.mean_accuracy for r in results])), 4)
             figures[f"real_estimated_accuracy_{policy}"] = round(
                 float(np.mean([r.plan.accuracy for r in results])), 4)
+            figures |= _plan_vs_real(policy, results)
     finally:
         runtime.shutdown()
     return figures
+
+
+def _plan_vs_real(policy: str, results: list[WindowResult]) -> dict[str, float]:
+    """Secondary keys: accuracy against the golden labels (what the planner's estimates are
+    measured against), and the real over the planned retraining completion time (median over
+    the retrainings that finished; ``…_unfinished``: those that did not)."""
+    golden = [float(np.mean(list(r.golden_accuracy.values()))) for r in results]
+    ratios = [r.finish_s[n] / r.planned_finish_s[n] for r in results for n in r.finish_s
+              if np.isfinite(r.finish_s[n]) and r.planned_finish_s.get(n, 0.0) > 0]
+    unfinished = sum(not np.isfinite(v) for r in results for v in r.finish_s.values())
+    out = {f"real_golden_accuracy_{policy}": round(float(np.mean(golden)), 4),
+           f"real_retrainings_unfinished_{policy}": float(unfinished)}
+    if ratios:  # no key (rather than NaN, which is not JSON) when none finished
+        out[f"real_finish_over_planned_{policy}"] = round(float(np.median(ratios)), 3)
+    return out
 
 
 def real_figures(seed: int = 0, quick: bool = False,

@@ -4,7 +4,7 @@ emulated device by the scheduler's shares; accuracy measured against the true la
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -15,6 +15,7 @@ from edgewise.continual.calibration import (
     calibrate_stretch,
     offline_inference_options,
     profile_inference,
+    stream_inference_options,
 )
 from edgewise.continual.microprofiler import (
     MicroProfile,
@@ -28,13 +29,15 @@ from edgewise.continual.policies import get_policy
 from edgewise.continual.problem import (
     ContinualPlan,
     ContinualProblem,
-    InferenceConfig,
     InferenceOption,
-    RetrainConfig,
-    StreamDecision,
     StreamState,
-    default_inference_configs,
-    default_retrain_configs,
+)
+from edgewise.continual.window import (
+    RunSettings,
+    StreamRun,
+    WindowResult,
+    execute_window,
+    retrain_config_dict,
 )
 from edgewise.errors import ConfigError
 from edgewise.nn.continual_models import (
@@ -60,7 +63,6 @@ __all__ = [
 ]  # fmt: skip
 
 DEVICE = "edge-gpu"
-MIN_SHARE = 0.02
 ACTOR_MEMORY_MB = 64
 
 
@@ -70,55 +72,12 @@ def edge_cluster() -> Cluster:
     return Cluster("ekya-edge", (device,), Link(DEVICE, DEVICE, 1000.0, 0.1))
 
 
-@dataclass(frozen=True, slots=True)
-class RunSettings:
-    """A real run: ``window_s`` wall seconds per window; ``stretch`` accelerator seconds per
-    host CPU second (the emulated device's slowness); Algorithm 1's Δ and a_MIN."""
-
-    window_s: float = 6.0
-    stretch: float = 15.0
-    delta: float = 0.1
-    a_min: float = 0.0
-    seed: int = 0
-    retrain_configs: tuple[RetrainConfig, ...] = field(default_factory=default_retrain_configs)
-    inference_configs: tuple[InferenceConfig, ...] = field(
-        default_factory=default_inference_configs)
-    micro: MicroProfilerSettings = field(default_factory=MicroProfilerSettings)
-
-
-@dataclass(frozen=True, slots=True)
-class WindowResult:
-    """One window: the plan, each stream's measured window-averaged accuracy, the epochs each
-    retraining finished, and the estimate the policy made."""
-
-    index: int
-    plan: ContinualPlan
-    accuracy: dict[str, float]
-    epochs_done: dict[str, int]
-    epoch_cost_s: dict[str, float] = field(default_factory=dict)  # measured, whole device
-    demand_ratio: dict[str, float] = field(default_factory=dict)  # measured / profiled
-
-    @property
-    def mean_accuracy(self) -> float:
-        return float(np.mean(list(self.accuracy.values())))
-
-
 def plan_window(policy: str, states: Sequence[StreamState], settings: RunSettings,
                 accelerators: float = 1.0) -> ContinualPlan:
     """Algorithm 1 (or a baseline) over the micro-profiled estimates of this window."""
     problem = ContinualProblem(tuple(states), accelerators, settings.window_s, settings.delta,
                                settings.a_min)
     return get_policy(policy)(problem, np.random.default_rng(settings.seed))
-
-
-@dataclass(slots=True)
-class StreamRun:
-    """A stream's actors and deployed weights across windows."""
-
-    stream: DigitsStream
-    weights: bytes
-    infer: Any
-    trainer: Any
 
 
 def _launch(runtime: RayRuntime, stream: DigitsStream, weights: bytes,
@@ -131,18 +90,9 @@ def _launch(runtime: RayRuntime, stream: DigitsStream, weights: bytes,
         opts["runtime_env"] = {"env_vars": env}
     infer = ray.remote(InferenceActor).options(**opts, max_concurrency=2).remote(
         weights, settings.stretch)
-    trainer = ray.remote(RetrainActor).options(**opts).remote(settings.stretch)
+    trainer = ray.remote(RetrainActor).options(**opts, max_concurrency=2).remote(
+        settings.stretch)
     return StreamRun(stream, weights, infer, trainer)
-
-
-def _config_dict(configs: Sequence[RetrainConfig], name: str, seed: int) -> dict[str, Any]:
-    config = next((c for c in configs if c.name == name), None)
-    if config is None:
-        raise ConfigError(f"plan names unknown retraining config {name!r}", field="retrain")
-    return {"epochs": config.epochs, "batch_size": config.batch_size,
-            "last_layer_neurons": config.last_layer_neurons,
-            "layers_frozen": config.layers_frozen, "seed": seed, "version_base": 1000 * seed,
-            "data_fraction": config.data_fraction}
 
 
 def _profiles(runs: Sequence[StreamRun], index: int, golden: torch.nn.Module,
@@ -160,87 +110,68 @@ def _profiles(runs: Sequence[StreamRun], index: int, golden: torch.nn.Module,
     return windows, data, profiles
 
 
+def _actor_costs(runs: Sequence[StreamRun], data: dict[str, WindowData],
+                 profiles: dict[str, MicroProfile], settings: RunSettings,
+                 scale: float) -> dict[str, MicroProfile]:
+    """Each profiled configuration's per-epoch cost measured where it is paid (§4.3: "the
+    compute time per epoch ... at full allocation"): by the stream's retraining actor, under
+    the device's time-slicing, on the micro-profiler's sample size, scaled linearly to the
+    configuration's data; ``scale`` is the correction learnt from past windows (§5)."""
+    import ray
+
+    refs = {}
+    for r in runs:
+        d, p = data[r.stream.name], profiles[r.stream.name]
+        n_sub = min(len(d.train_y), max(settings.micro.min_subset,
+                                        round(settings.micro.subset_fraction * len(d.train_y))))
+        idx = np.random.default_rng([settings.seed, 31]).permutation(len(d.train_y))[:n_sub]
+        configs = [retrain_config_dict(settings.retrain_configs, c.config.name, 0)
+                   for c in p.configs]
+        refs[r.stream.name] = r.trainer.epoch_cost.remote(r.weights, d.train_x[idx],
+                                                          d.train_y[idx], configs, 1.0)
+    out = {}
+    for name, ref in refs.items():
+        per_sample, p, n = ray.get(ref), profiles[name], len(data[name].train_y)
+        priced = tuple(replace(c, epoch_s=cost * max(1, round(c.config.data_fraction * n)) * scale)
+                       for c, cost in zip(p.configs, per_sample, strict=True))
+        out[name] = replace(p, configs=priced)
+    return out
+
+
 def _asdict(obj: Any) -> dict[str, Any]:
     return {name: getattr(obj, name) for name in obj.__slots__}
 
 
-def _fraction(data: WindowData, fraction: float,
-              seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """The configuration's fraction of the window's labelled frames, as micro-profiled."""
-    n = max(1, round(fraction * len(data.train_y)))
-    idx = np.random.default_rng([seed, 29]).permutation(len(data.train_y))[:n]
-    return data.train_x[idx], data.train_y[idx]
+def _stream_inference(run: StreamRun, index: int, golden: torch.nn.Module,
+                      settings: RunSettings,
+                      options: tuple[InferenceOption, ...]) -> tuple[InferenceOption, ...]:
+    """λ's factors for this stream: from its previous window's live frames once it has one
+    (window 0 has only the hold-out profile)."""
+    if index == 0:
+        return options
+    return stream_inference_options(model_from_frame(run.weights), run.stream.window(index - 1),
+                                    golden, settings.inference_configs, options)
 
 
-def _inference_share(d: StreamDecision) -> float:
-    """I, plus R when the stream does not retrain: time-slicing is work-conserving, so a
-    share granted to no job is used by the stream's inference."""
-    share = d.inference_share + (d.retrain_share if d.retrain is None else 0.0)
-    return max(MIN_SHARE, min(1.0, share))
-
-
-def _execute(runs: Sequence[StreamRun], plan: ContinualPlan, windows: dict[str, Window],
-             data: dict[str, Any], settings: RunSettings, index: int,
-             inference_rates: dict[str, float],
-             infer_opts: tuple[InferenceOption, ...]) -> WindowResult:
-    """Start every stream's inference and retraining at once; wait for the window's end."""
-    import ray
-
-    jobs, trainings = {}, {}
-    for r in runs:
-        d, w = plan.decision(r.stream.name), windows[r.stream.name]
-        share = _inference_share(d)
-        jobs[r.stream.name] = r.infer.run_window.remote(
-            w.x, settings.window_s, inference_rates[d.inference], share)
-        if d.retrain is not None and d.retrain_share > 1e-9:
-            config = _config_dict(settings.retrain_configs, d.retrain, index + 1)
-            x, y = _fraction(data[r.stream.name], config["data_fraction"], settings.seed + index)
-            trainings[r.stream.name] = r.trainer.retrain.remote(
-                r.weights, x, y, config,
-                min(1.0, d.retrain_share), settings.window_s, r.infer)
-    accuracy, epochs, epoch_cost, rates = {}, {}, {}, {}
-    for r in runs:
-        d, name = plan.decision(r.stream.name), r.stream.name
-        served = ray.get(jobs[name])
-        w = windows[name]
-        accuracy[name] = float((np.asarray(served["labels"]) == w.y).mean())
-        candidates = len(w.x) * inference_rates[d.inference]
-        if served["analysed"] < 0.9 * candidates:  # it lagged: measure the device's rate
-            share = _inference_share(d)
-            measured = served["analysed"] / settings.window_s / share
-            lam = next(o for o in infer_opts if o.config == d.inference)
-            profiled = candidates / settings.window_s / lam.demand
-            rates[name] = profiled / max(measured, 1e-6)
-        epochs[name] = 0
-        if name in trainings:
-            done = ray.get(trainings[name])
-            epochs[name] = int(done["epochs"])
-            if done["epochs"] > 0:
-                epoch_cost[name] = done["seconds"] * min(1.0, d.retrain_share) / done["epochs"]
-                r.weights = done["frame"]
-                ray.get(r.infer.load_weights.remote(r.weights, 1000 * (index + 2) - 1))
-    return WindowResult(index, plan, accuracy, epochs, epoch_cost, rates)
-
-
-def _feedback(result: WindowResult, profiles: dict[str, MicroProfile], stretch: float,
+def _feedback(result: WindowResult, profiles: dict[str, MicroProfile], scale: float,
               infer_opts: tuple[InferenceOption, ...],
               ) -> tuple[float, tuple[InferenceOption, ...]]:
     """Correct the next window's cost scale and inference demands by what this window
-    measured (§5, "adapting estimates"): retraining seconds per epoch at the granted share
-    against the micro-profiled estimate, and the frame rate of inference actors that lagged."""
+    measured (§5, "adapting estimates"): device-seconds per epoch of the retrainings that ran
+    against the profiled estimate, and the frame rate of inference actors that lagged."""
     ratios = []
     for name, measured in result.epoch_cost_s.items():
-        d = result.plan.decision(name)
-        est = next((p for p in profiles[name].configs if p.config.name == d.retrain), None)
+        config = result.retrained.get(name)
+        est = next((p for p in profiles[name].configs if p.config.name == config), None)
         if est is not None and est.epoch_s > 0:
             ratios.append(measured / est.epoch_s)
     if ratios:
-        stretch *= float(np.median(ratios))
+        scale *= float(np.median(ratios))
     if result.demand_ratio:
-        scale = float(np.median(list(result.demand_ratio.values())))
-        infer_opts = tuple(InferenceOption(o.config, o.accuracy_factor, o.demand * scale)
+        lag = float(np.median(list(result.demand_ratio.values())))
+        infer_opts = tuple(InferenceOption(o.config, o.accuracy_factor, o.demand * lag)
                            for o in infer_opts)
-    return stretch, infer_opts
+    return scale, infer_opts
 
 
 def run_continual(runtime: RayRuntime, streams: Sequence[DigitsStream], policy: str,
@@ -278,19 +209,24 @@ def _windows(runs: list[StreamRun], policy: str, n_windows: int, settings: RunSe
     """Profile the device once, then micro-profile, plan and execute window after window."""
     import ray
 
-    rates = {lam.name: lam.sampling_rate for lam in settings.inference_configs}
     ray.get([r.trainer.spin.remote(0.05, 1.0) for r in runs])  # actors up before window 0
     infer_opts = profile_inference(runs, holdout.window(0), golden, settings)
-    stretch = calibrate_stretch(runs)
+    stretch, scale = calibrate_stretch(runs), 1.0  # stretch: the profiler's own CPU cost
     history = ProfileHistory()
     results = []
     for index in range(n_windows):
         windows, data, profiles = _profiles(runs, index, golden, settings, history, stretch)
-        states = [StreamState(name, p.model_accuracy, p.options(), infer_opts)
-                  for name, p in profiles.items()]
+        profiles = _actor_costs(runs, data, profiles, settings, scale)
+        states = [StreamState(r.stream.name, profiles[r.stream.name].model_accuracy,
+                              profiles[r.stream.name].options(),
+                              _stream_inference(r, index, golden, settings, infer_opts))
+                  for r in runs]
         plan = plan_window(policy, states, settings)
-        result = _execute(runs, plan, windows, data, settings, index, rates, infer_opts)
-        stretch, infer_opts = _feedback(result, profiles, stretch, infer_opts)
+        planner = None if not settings.replan else (
+            lambda problem: get_policy(policy)(problem, np.random.default_rng(settings.seed)))
+        result = execute_window(runs, plan, states, windows, data, settings, index, golden,
+                                planner)
+        scale, infer_opts = _feedback(result, profiles, scale, infer_opts)
         results.append(result)
         if progress is not None:
             progress(result)

@@ -72,6 +72,7 @@ class InferenceActor:
         self._version = 0
         self._stretch = stretch
         self._share = 1.0
+        self._step = 1
         self._lock = threading.Lock()
 
     def load_weights(self, frame: bytes, version: int) -> int:
@@ -82,8 +83,13 @@ class InferenceActor:
                 self._model, self._version = model, version
             return self._version
 
-    def set_share(self, share: float) -> None:
+    def set_share(self, share: float, sampling_rate: float | None = None) -> None:
+        """The share (and optionally λ's frame sampling rate) from the next frame on."""
         self._share = _check_share(share)
+        if sampling_rate is not None:
+            if not 0.0 < sampling_rate <= 1.0:
+                raise ConfigError("sampling_rate must be in (0, 1]", field="sampling_rate")
+            self._step = max(1, round(1.0 / sampling_rate))
 
     def predict(self, x: NDArray[np.float32]) -> list[int]:
         with self._lock:
@@ -98,16 +104,15 @@ class InferenceActor:
         queues). Returns the label of every frame and the model version per analysed frame."""
         if not 0.0 < sampling_rate <= 1.0:
             raise ConfigError("sampling_rate must be in (0, 1]", field="sampling_rate")
-        self.set_share(share)
+        self.set_share(share, sampling_rate)
         n = len(x)
-        step = max(1, round(1.0 / sampling_rate))
         processed: dict[int, int] = {}
         versions: list[int] = []
         start = time.perf_counter()
         last = -1
         while (elapsed := time.perf_counter() - start) < window_s:
             newest = min(n - 1, int(elapsed * n / window_s))
-            frame = newest - newest % step
+            frame = newest - newest % self._step
             if frame <= last:
                 time.sleep(min(0.002, window_s / n))
                 continue
@@ -130,22 +135,31 @@ class RetrainActor:
     def __init__(self, stretch: float = 1.0) -> None:
         torch.set_num_threads(1)
         self._stretch = stretch
+        self._share = 1.0
+
+    def set_share(self, share: float) -> None:
+        """Change the running retraining's share (the scheduler re-ran, Algorithm 1); takes
+        effect from the next step (run the actor with max_concurrency >= 2)."""
+        self._share = _check_share(share)
 
     def retrain(self, weights: bytes, x: NDArray[np.float32], y: NDArray[np.int64],
                 config: dict[str, Any], share: float, deadline_s: float,
                 inference: Any | None = None) -> dict[str, Any]:
         """Retrain with ``config`` (epochs, batch_size, last_layer_neurons, layers_frozen);
         every epoch's weights go to ``inference.load_weights``. Returns the last weights,
-        the epochs done and the wall seconds taken."""
-        _check_share(share)
+        the epochs done, the wall seconds until the last of them and the device-seconds they
+        used (each step's wall time × the share it ran at)."""
+        self._share = _check_share(share)
         model = model_from_frame(weights)
         start = time.perf_counter()
-        state: dict[str, Any] = {"epochs": 0, "frame": weights}
+        state: dict[str, Any] = {"epochs": 0, "frame": weights, "device_s": 0.0, "used": 0.0}
 
         def checkpoint(epoch: int, student: EdgeCNN) -> None:
             throttle_step()  # the epoch's last step is device compute
             frame = model_to_frame(student)
-            state.update(epochs=epoch, frame=frame)
+            state.update(epochs=epoch, frame=frame, seconds=time.perf_counter() - start,
+                         used=state["device_s"])
+            state.setdefault("first_s", state["device_s"])
             if inference is not None:
                 inference.load_weights.remote(frame, int(config.get("version_base", 0)) + epoch)
             # copying weights out and sending them is host work, not the device's compute
@@ -153,15 +167,16 @@ class RetrainActor:
             if time.perf_counter() - start > deadline_s:
                 raise _Deadline
 
-        step_share = share
-
         def throttle_step() -> None:
+            step_share = self._share
             cpu = time.thread_time() - clock[0]
             wall = time.perf_counter() - clock[1]
             pause = cpu * self._stretch / step_share - wall
             if pause > 0:
                 time.sleep(pause)
-            clock[0], clock[1] = time.thread_time(), time.perf_counter()
+            now = time.perf_counter()
+            state["device_s"] += (now - clock[1]) * step_share
+            clock[0], clock[1] = time.thread_time(), now
 
         clock = [time.thread_time(), time.perf_counter()]
         with suppress(_Deadline):
@@ -171,7 +186,20 @@ class RetrainActor:
                     frozen_layers=int(config["layers_frozen"]), seed=int(config.get("seed", 0)),
                     on_epoch=checkpoint, on_step=throttle_step)
         return {"frame": state["frame"], "epochs": state["epochs"],
-                "seconds": time.perf_counter() - start}
+                "seconds": state.get("seconds", time.perf_counter() - start),
+                "device_s": state["used"], "first_s": state.get("first_s", 0.0),
+                "finished": state["epochs"] >= int(config["epochs"])}
+
+    def epoch_cost(self, weights: bytes, x: NDArray[np.float32], y: NDArray[np.int64],
+                   configs: list[dict[str, Any]], share: float = 1.0) -> list[float]:
+        """Device-seconds per trained sample of each configuration, measured here as its
+        retraining is paid: two epochs on (x, y) under the throttle, the second timed (the
+        first pays one-off costs). For the micro-profiler's per-epoch cost (§4.3)."""
+        out = []
+        for config in configs:
+            result = self.retrain(weights, x, y, {**config, "epochs": 2}, share, float("inf"))
+            out.append((result["device_s"] - result["first_s"]) / len(y))
+        return out
 
     def spin(self, seconds: float, share: float, batch: int = 32) -> float:
         """Training throughput in samples per second at ``share`` over ``seconds``."""

@@ -1,0 +1,74 @@
+"""The real runtime's window: planned vs real retraining completion, re-planning on a
+completion (Algorithm 1), per-stream inference profiles and device-time accounting."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+
+import numpy as np
+import pytest
+import ray
+
+from edgewise.continual.calibration import stream_inference_options
+from edgewise.continual.problem import InferenceOption, default_inference_configs
+from edgewise.continual.run import DEVICE, RunSettings, edge_cluster, run_continual
+from edgewise.nn.continual_models import golden_model, model_to_frame, predict, pretrained_edge
+from edgewise.nn.streams import DigitsStream, digits_streams
+from edgewise.runtime.colocated import RetrainActor, sampled_predictions
+from edgewise.runtime.emulation import EmulationConfig
+from edgewise.runtime.ray_cluster import RayRuntime, start_local
+
+
+@pytest.fixture(scope="module")
+def runtime() -> Iterator[RayRuntime]:
+    rt = start_local(edge_cluster(), EmulationConfig(host_cores=2))
+    yield rt
+    rt.shutdown()
+
+
+def test_stream_inference_factors_come_from_the_streams_own_frames() -> None:
+    window = DigitsStream("cam", 3, n_windows=1).window(0)
+    model, golden = pretrained_edge(0), golden_model(0)
+    configs = default_inference_configs()
+    given = tuple(InferenceOption(c.name, 0.99, 0.1 * (i + 1)) for i, c in enumerate(configs))
+    got = stream_inference_options(model, window, golden, configs, given)
+    assert [o.demand for o in got] == [o.demand for o in given]  # demands are kept
+    full, truth = predict(model, window.x), predict(golden, window.x)
+    every_4th = {i: int(full[i]) for i in range(0, len(full), 4)}
+    expected = (sampled_predictions(every_4th, len(full)) == truth).mean() / (full == truth).mean()
+    by_name = {o.config: o for o in got}
+    assert by_name["s1-r1"].accuracy_factor == pytest.approx(1.0)
+    assert by_name["s0.25-r1"].accuracy_factor == pytest.approx(min(1.0, expected))
+
+
+def test_epoch_cost_counts_device_time_not_wall_time(runtime: RayRuntime) -> None:
+    opts = runtime.actor_options(DEVICE, 64)
+    actor = ray.remote(RetrainActor).options(**opts, max_concurrency=2).remote(10.0)
+    w = DigitsStream("cam", 0, n_windows=1).window(0)
+    config = {"epochs": 1, "batch_size": 32, "last_layer_neurons": 64, "layers_frozen": 0}
+    weights = model_to_frame(pretrained_edge(0))
+    full, quarter = ray.get([actor.epoch_cost.remote(weights, w.train_x[:64],
+                                                     w.train_y[:64], [config], share)
+                             for share in (1.0, 0.25)])
+    assert full[0] > 0 and quarter[0] > 0
+    # a quarter share takes ~4x the wall time for the same device-seconds
+    assert 0.4 < quarter[0] / full[0] < 2.5
+    ray.kill(actor)
+
+
+def test_plan_predicts_retraining_completion_and_replans(runtime: RayRuntime) -> None:
+    streams = digits_streams(2, seed=0, n_windows=1)
+    results = run_continual(runtime, streams, "thief", 1, RunSettings(window_s=4.0, seed=0))
+    r = results[0]
+    finished = {n: t for n, t in r.finish_s.items() if math.isfinite(t)}
+    assert finished, "the thief retrained nothing on these streams"
+    for name, real in finished.items():
+        planned = r.planned_finish_s[name]
+        assert abs(real - planned) <= 0.6 * planned + 0.5, (name, planned, real)
+        assert r.epochs_done[name] > 0 and r.epoch_cost_s[name] > 0
+    if min(finished.values()) < 0.9 * 4.0:
+        assert r.replans >= 1  # Algorithm 1 re-runs when a retraining completes
+    assert set(r.golden_accuracy) == set(r.accuracy) == {"cam0", "cam1"}
+    assert all(0.0 <= a <= 1.0 for a in r.planned_accuracy.values())
+    assert np.isfinite(r.plan.accuracy)
