@@ -22,6 +22,11 @@ def _key(plan: ContinualPlan) -> tuple[int, float]:
     return (-plan.violations, plan.accuracy)  # the objective: floors first, then accuracy
 
 
+def _on_lattice(plan: ContinualPlan, delta: float) -> bool:
+    shares = [x for d in plan.decisions for x in (d.retrain_share, d.inference_share)]
+    return all(abs(x / delta - round(x / delta)) < 1e-9 for x in shares)
+
+
 def _brute(problem: ContinualProblem) -> float:
     lattice = build_lattice(problem)
     n, size = len(problem.streams), len(lattice.shares)
@@ -54,7 +59,9 @@ def test_exact_bounds_every_policy_and_thief_is_close(problem: ContinualProblem)
     thief = get_policy("thief")(problem, RNG)
     uniform = get_policy("uniform")(problem, RNG)
     assert _key(exact) >= (_key(thief)[0], _key(thief)[1] - 1e-9)
-    assert _key(exact) >= (_key(uniform)[0], _key(uniform)[1] - 1e-9)
+    if _on_lattice(uniform, problem.delta):  # exact is the optimum over multiples of Δ;
+        # uniform's static split (G/N per stream) need not be one
+        assert _key(exact) >= (_key(uniform)[0], _key(uniform)[1] - 1e-9)
     assert thief.total_share <= problem.accelerators + 1e-9
     # Algorithm 1 keeps a steal only if it improves: never below its fair start. (It is a
     # one-pass greedy, so a single instance can be far from exact: with a_MIN unreachable
