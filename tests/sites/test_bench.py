@@ -20,7 +20,8 @@ def test_quick_bench_reports_the_issue_keys(tmp_path: Path) -> None:
         value = report[key]
         assert isinstance(value, float) and math.isfinite(value), key
         figures[key] = value
-    assert 1.0 - 1e-9 <= figures["performance_ratio_mean"] <= figures["performance_ratio_max"]
+    assert figures["performance_ratio_mean"] >= 1.0 - 1e-9  # no online plan beats the optimum
+    assert figures["performance_ratio_mean"] <= figures["performance_ratio_max"]
     default = report["default"]
     assert isinstance(default, dict) and set(default) == set(ONLINE)
     okita = default["okita"]["total"]
