@@ -10,7 +10,7 @@ from edgewise.continual.bench import run_ekya_bench
 def test_quick_bench_reports_every_figure(tmp_path: Path) -> None:
     seen: list[float] = []
     result = run_ekya_bench(seed=0, quick=True, include_real=False,
-                            progress=lambda msg, frac: seen.append(frac), plot_dir=tmp_path)
+                            progress=lambda msg, frac: seen.append(frac), plots_dir=tmp_path)
     for key in ("accuracy_gain_vs_best_uniform", "gpu_saving_factor", "thief_decision_seconds"):
         assert isinstance(result[key], float)
     assert 0.0 < result["thief_decision_seconds"] < 2.0  # type: ignore[operator]

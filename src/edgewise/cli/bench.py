@@ -19,6 +19,11 @@ app = typer.Typer(help="Benchmarks; each prints a table, or one JSON object with
                   no_args_is_help=True)
 
 
+JsonOpt = typer.Option(False, "--json", help="print one JSON object on stdout")
+QuickOpt = typer.Option(False, "--quick", help="fewer points per sweep")
+PlotsOpt = typer.Option(None, help="folder for the PNG plots (default: state dir)")
+
+
 def _emit(figures: dict[str, object], as_json: bool, title: str) -> None:
     if as_json:
         print(json.dumps(figures))
@@ -31,10 +36,19 @@ def _emit(figures: dict[str, object], as_json: bool, title: str) -> None:
     out.print(table)
 
 
+def _with_bar(label: str, run: Callable[[Callable[[str, float], None]], dict[str, object]]
+              ) -> dict[str, object]:
+    """Run one benchmark behind a transient progress bar on stderr."""
+    with Progress(TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn(),
+                  console=err, transient=True) as bar:
+        task = bar.add_task(label, total=1.0)
+        return run(lambda msg, frac: bar.update(task, description=msg, completed=frac))
+
+
 @app.command()
 @user_errors
 def runtime(
-    as_json: bool = typer.Option(False, "--json", help="print one JSON object on stdout"),
+    as_json: bool = JsonOpt,
     cluster: Path = typer.Option(DEFAULT_CLUSTER, help="cluster with three identical workers"),
     epochs: int = typer.Option(8, min=1, max=100),
     seed: int = typer.Option(0),
@@ -49,7 +63,7 @@ def runtime(
 @app.command("deep-edge")
 @user_errors
 def deep_edge(
-    as_json: bool = typer.Option(False, "--json", help="print one JSON object on stdout"),
+    as_json: bool = JsonOpt,
     experiments: int = typer.Option(120, min=1, max=10000),
     seed: int = typer.Option(0),
     fit_budget: float = typer.Option(6.0, min=0.5, help="AutoML seconds per learned function"),
@@ -60,19 +74,16 @@ def deep_edge(
     from edgewise.update.bench import run_deep_edge_bench
 
     png = histogram or state_dir() / "bench" / "deep-edge-speedup.png"
-    with Progress(TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn(),
-                  console=err, transient=True) as bar:
-        task = bar.add_task("deep-edge", total=1.0)
-        figures = run_deep_edge_bench(
-            experiments=experiments, seed=seed, fit_budget_s=fit_budget, histogram=png,
-            progress=lambda msg, frac: bar.update(task, description=msg, completed=frac))
+    figures = _with_bar("deep-edge", lambda progress: run_deep_edge_bench(
+        experiments=experiments, seed=seed, fit_budget_s=fit_budget, histogram=png,
+        progress=progress))
     _emit(figures, as_json, "edgewise bench deep-edge")
 
 
 @app.command()
 @user_errors
 def seifer(
-    as_json: bool = typer.Option(False, "--json", help="print one JSON object on stdout"),
+    as_json: bool = JsonOpt,
     trials: int = typer.Option(50, min=1, max=10000, help="trials per node count"),
     seed: int = typer.Option(0),
     quick: bool = typer.Option(False, "--quick", help="5 trials per node count"),
@@ -81,82 +92,65 @@ def seifer(
     model zoo, approximation ratios, decision time, and a real pipeline on emulated links."""
     from edgewise.pipeline.bench import run_seifer_bench
 
-    with Progress(TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn(),
-                  console=err, transient=True) as bar:
-        task = bar.add_task("seifer", total=1.0)
-        figures = run_seifer_bench(
-            trials=trials, seed=seed, quick=quick,
-            progress=lambda msg, frac: bar.update(task, description=msg, completed=frac))
+    figures = _with_bar("seifer", lambda progress: run_seifer_bench(
+        trials=trials, seed=seed, quick=quick, progress=progress))
     _emit(figures, as_json, "edgewise bench seifer")
 
 
-def _with_bar(label: str, run: Callable[[Callable[[str, float], None]], dict[str, object]]
-              ) -> dict[str, object]:
-    """Run one benchmark behind a transient progress bar on stderr."""
-    with Progress(TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn(),
-                  console=err, transient=True) as bar:
-        task = bar.add_task(label, total=1.0)
-        return run(lambda msg, frac: bar.update(task, description=msg, completed=frac))
+ProblemBench = Callable[..., dict[str, object]]
 
 
-def _plots(path: Path | None, name: str) -> Path:
-    return path or state_dir() / "bench" / name
+def _problem_bench(name: str, runner: ProblemBench, *, as_json: bool, seed: int, quick: bool,
+                   real: bool, plots: Path | None) -> None:
+    """The shared body of `bench ekya|okita|srole`: one runner signature, one bar, one emit."""
+    folder = plots or state_dir() / "bench" / name
+    figures = _with_bar(name, lambda progress: runner(
+        seed=seed, quick=quick, include_real=real, progress=progress, plots_dir=folder))
+    _emit(figures, as_json, f"edgewise bench {name}")
 
 
 @app.command()
 @user_errors
 def ekya(
-    as_json: bool = typer.Option(False, "--json", help="print one JSON object on stdout"),
-    seed: int = typer.Option(0),
-    quick: bool = typer.Option(False, "--quick", help="fewer points per sweep"),
+    as_json: bool = JsonOpt, seed: int = typer.Option(0), quick: bool = QuickOpt,
     real: bool = typer.Option(True, "--real/--no-real",
                               help="include the micro-profiler and the real runtime"),
-    plots: Path = typer.Option(None, help="folder for the PNG plots (default: state dir)"),
+    plots: Path = PlotsOpt,
 ) -> None:
     """Ekya §6: thief vs uniform over streams and accelerators (trace-driven), capacity,
     factor analysis, Δ sensitivity, micro-profiler error, and real windows on digits."""
     from edgewise.continual.bench import run_ekya_bench
 
-    folder = _plots(plots, "ekya")
-    figures = _with_bar("ekya", lambda progress: run_ekya_bench(
-        seed=seed, quick=quick, include_real=real, progress=progress, plot_dir=folder))
-    _emit(figures, as_json, "edgewise bench ekya")
+    _problem_bench("ekya", run_ekya_bench, as_json=as_json, seed=seed, quick=quick,
+                   real=real, plots=plots)
 
 
 @app.command()
 @user_errors
 def okita(
-    as_json: bool = typer.Option(False, "--json", help="print one JSON object on stdout"),
-    seed: int = typer.Option(0),
-    quick: bool = typer.Option(False, "--quick", help="fewer points per sweep"),
+    as_json: bool = JsonOpt, seed: int = typer.Option(0), quick: bool = QuickOpt,
     real: bool = typer.Option(True, "--real/--no-real", help="include the real run on Ray"),
-    plots: Path = typer.Option(None, help="folder for the PNG plots (default: state dir)"),
+    plots: Path = PlotsOpt,
 ) -> None:
     """Okita §V: cost vs sites and jobs, sensitivity, latency functions, ratio to the
     offline optimum, running time, and a real run with migrations."""
     from edgewise.sites.bench import run_okita_bench
 
-    folder = _plots(plots, "okita")
-    figures = _with_bar("okita", lambda progress: run_okita_bench(
-        seed=seed, quick=quick, include_real=real, progress=progress, plots_dir=folder))
-    _emit(figures, as_json, "edgewise bench okita")
+    _problem_bench("okita", run_okita_bench, as_json=as_json, seed=seed, quick=quick,
+                   real=real, plots=plots)
 
 
 @app.command()
 @user_errors
 def srole(
-    as_json: bool = typer.Option(False, "--json", help="print one JSON object on stdout"),
-    seed: int = typer.Option(0),
-    quick: bool = typer.Option(False, "--quick", help="fewer points per sweep"),
+    as_json: bool = JsonOpt, seed: int = typer.Option(0), quick: bool = QuickOpt,
     real: bool = typer.Option(True, "--real/--no-real",
                               help="include real model-parallel training on Ray"),
-    plots: Path = typer.Option(None, help="folder for the PNG plots (default: state dir)"),
+    plots: Path = PlotsOpt,
 ) -> None:
     """SROLE §V: job completion time vs edges for three models, tasks per device,
     utilisation, shield overhead, collisions vs κ, and a real model-parallel placement."""
     from edgewise.modelparallel.bench import run_srole_bench
 
-    folder = _plots(plots, "srole")
-    figures = _with_bar("srole", lambda progress: run_srole_bench(
-        seed=seed, quick=quick, include_real=real, progress=progress, plots_dir=folder))
-    _emit(figures, as_json, "edgewise bench srole")
+    _problem_bench("srole", run_srole_bench, as_json=as_json, seed=seed, quick=quick,
+                   real=real, plots=plots)

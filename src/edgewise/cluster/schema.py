@@ -12,7 +12,7 @@ from edgewise.cluster.catalog import catalog
 from edgewise.cluster.model import BackgroundApp, Cluster, Device, Link, Role, Site
 from edgewise.errors import ConfigError, config_error
 
-__all__ = ["ClusterFile", "cluster_from_dict", "load_cluster"]
+__all__ = ["ClusterFile", "cluster_from_dict", "load_cluster", "read_yaml"]
 
 Positive = Annotated[float, Field(gt=0)]
 
@@ -125,15 +125,20 @@ def cluster_from_dict(data: Any, source: str = "<dict>") -> Cluster:
         raise config_error(exc, source) from None
 
 
-def load_cluster(path: str | Path) -> Cluster:
-    """Read and validate a cluster file."""
+def read_yaml(path: str | Path) -> Any:
+    """The parsed YAML document at ``path``; ConfigError names the file when it cannot be
+    read or parsed (shared by every file format of the project)."""
     path = Path(path)
     try:
         text = path.read_text()
     except OSError as exc:
         raise ConfigError(f"cannot read the file: {exc.strerror}", source=str(path)) from None
     try:
-        data = yaml.safe_load(text)
+        return yaml.safe_load(text)
     except yaml.YAMLError as exc:
         raise ConfigError(f"not valid YAML: {exc}", source=str(path)) from None
-    return cluster_from_dict(data, source=str(path))
+
+
+def load_cluster(path: str | Path) -> Cluster:
+    """Read and validate a cluster file."""
+    return cluster_from_dict(read_yaml(path), source=str(path))

@@ -96,9 +96,9 @@ def _delta_sweep(trace: Trace, deltas: list[float], windows: int,
 
 def run_ekya_bench(seed: int = 0, quick: bool = False, include_real: bool = True,
                    progress: Progress | None = None, *,
-                   plot_dir: str | Path | None = None) -> dict[str, object]:
+                   plots_dir: str | Path | None = None) -> dict[str, object]:
     """All simulated figures on the shipped profile trace (``traces.default_trace``), plus
-    E1's real-runtime figures when ``include_real``; PNG plots under ``plot_dir``. ``seed``
+    E1's real-runtime figures when ``include_real``; PNG plots under ``plots_dir``. ``seed``
     seeds the simulator (the policies are deterministic); ``quick`` uses fewer windows and
     points."""
     tick_n, total = [0], (10 if quick else 16)
@@ -112,10 +112,10 @@ def run_ekya_bench(seed: int = 0, quick: bool = False, include_real: bool = True
     start = time.perf_counter()
     result = simulated_figures(seed, quick, tick)
     result["simulated_wall_s"] = time.perf_counter() - start
-    if plot_dir is not None:
+    if plots_dir is not None:
         from edgewise.continual.plots import save_plots
 
-        result["plots"] = [str(p) for p in save_plots(result, Path(plot_dir))]
+        result["plots"] = [str(p) for p in save_plots(result, Path(plots_dir))]
     if include_real:
         from edgewise.continual.realbench import real_figures
 

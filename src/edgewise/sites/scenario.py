@@ -6,9 +6,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from edgewise.cluster.schema import read_yaml
 from edgewise.errors import ConfigError, config_error
 from edgewise.sites.problem import Job, LatencyCost, SiteSpec, SitesProblem, hostable
 
@@ -110,16 +110,7 @@ def scenario_from_dict(data: Any, source: str = "<dict>") -> SitesProblem:
 
 def load_scenario(path: str | Path) -> SitesProblem:
     """Read and validate a scenario YAML file."""
-    path = Path(path)
-    try:
-        text = path.read_text()
-    except OSError as exc:
-        raise ConfigError(f"cannot read the file: {exc.strerror}", source=str(path)) from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"not valid YAML: {exc}", source=str(path)) from None
-    return scenario_from_dict(data, source=str(path))
+    return scenario_from_dict(read_yaml(path), source=str(path))
 
 
 def problem_to_dict(problem: SitesProblem) -> dict[str, Any]:
