@@ -51,7 +51,8 @@ class Tables:
 
     ``times[i, a, b]`` is the time to send the input of a partition starting at segment
     ``i`` (η(p_0) for ``i == 0``, else the output of segment ``i - 1``) over link a→b,
-    computed exactly as :func:`bottleneck_s` does; ``compute[i, j, v]`` is segments
+    computed exactly as :func:`bottleneck_s` does (``times[0]`` is zero when the problem
+    does not score the dispatcher's transfer); ``compute[i, j, v]`` is segments
     ``i..j`` on node ``v`` (zeros without ``gflops``)."""
 
     problem: PipelineProblem
@@ -91,6 +92,8 @@ def tables(problem: PipelineProblem) -> Tables:
     with np.errstate(divide="ignore"):
         times = np.stack([np.where(bw > 0, s / problem.compression * 8 / (bw * 1e6), np.inf)
                           for s in sizes])
+    if not problem.dispatcher_transfer:
+        times[0] = 0.0
     compute = np.zeros((len(sizes), len(sizes), n))
     if problem.gflops is not None:
         speed = np.asarray(problem.gflops, dtype=np.float64) * 1e9

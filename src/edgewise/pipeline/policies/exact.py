@@ -25,9 +25,15 @@ def theorem1_lower_bound(problem: PipelineProblem,
     A lower bound on the bottleneck of any placement of a partition whose transfer sizes
     (bytes, η(p_0) first) are ``partition_transfer_sizes``: the largest transfer needs some
     link, and no link beats the fastest. Over all partitions it holds with S = (η(p_0),),
-    which every plan sends.
+    which every plan sends. Without the dispatcher's transfer (the paper's §6.1 scoring),
+    S holds the cuts' outputs only and E_c the links between compute nodes; with no cut
+    (one partition) nothing is sent and the bound is 0.
     """
-    fastest = float(np.max(problem.bandwidth_mbps))
+    links = problem.bandwidth_mbps if problem.dispatcher_transfer else \
+        problem.bandwidth_mbps[1:, 1:]
+    fastest = float(np.max(links, initial=0.0))
+    if not partition_transfer_sizes:
+        return 0.0
     if fastest <= 0:
         return float("inf")
     return float(max(partition_transfer_sizes)) / problem.compression * 8 / (fastest * 1e6)

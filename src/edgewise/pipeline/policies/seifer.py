@@ -90,14 +90,23 @@ def k_path_matching(t: Tables, part: Partition, rng: np.random.Generator,
 
     ``N`` (here ``placed``) has the dispatcher at position 0 and partition ``q - 1`` at
     position ``q``; transfer ``S[j]`` runs over edge (N[j], N[j + 1]). Each run of
-    ``length`` class-X transfers needs a (length + 1)-vertex path (line 9)."""
+    ``length`` class-X transfers needs a (length + 1)-vertex path (line 9). When the
+    problem does not score the dispatcher's transfer (the paper's §6.1, where Algorithm 1
+    returns ``minPath`` without Δ), S[0] is not matched and the dispatcher is not on the
+    path."""
     placed: list[int | None] = [0] + [None] * len(part.sizes)
-    for _, start, length in runs(part.classes):
-        allowed = _allowed(t, part.cuts, placed, start, length)
+    skip = 0 if t.problem.dispatcher_transfer else 1
+    for _, start, length in runs(part.classes[skip:]):
+        allowed = _allowed(t, part.cuts, placed, start + skip, length)
         path = subgraph_k_path(t.problem.bandwidth_mbps, allowed, rng, delta)
         if path is None:
             return None
-        placed[start:start + length + 1] = path  # line 10
+        placed[start + skip:start + skip + length + 1] = path  # line 10
+    if placed[1] is None:  # one partition and nothing to match: any node that holds it
+        hosts = [v for v in range(t.n_nodes) if t.fits(0, t.n_seg - 1, v)]
+        if not hosts:
+            return None
+        placed[1] = hosts[0] + 1
     return tuple(int(v) - 1 for v in placed[1:] if v is not None)
 
 
