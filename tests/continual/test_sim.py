@@ -9,7 +9,8 @@ import pytest
 
 from edgewise.continual.example import table1_trace
 from edgewise.continual.policies import get_policy
-from edgewise.continual.profiles import load_trace, write_trace
+from edgewise.continual.policies.uniform import uniform_policy
+from edgewise.continual.profiles import Curve, Trace, load_trace, write_trace
 from edgewise.continual.sim import simulate, window_problem
 from edgewise.continual.synthetic import synthetic_trace
 from edgewise.errors import ConfigError
@@ -110,3 +111,23 @@ def test_profile_error_perturbs_decisions_not_outcomes() -> None:
     assert est != true
     with pytest.raises(ConfigError, match="profile_error"):
         simulate(trace, get_policy("thief"), accelerators=2.0, profile_error=-0.1)
+
+
+def _one_stream_trace() -> Trace:
+    curves = {(0, "A", "C"): Curve((0.0, 50.0, 100.0), (0.5, 0.7, 0.9)),
+              (1, "A", "C"): Curve((0.0, 50.0, 100.0), (0.6, 0.8, 0.95))}
+    return Trace(("A",), {"A": 0.5}, {"A": 0.5}, 2, ("C",), curves, {}, (1.0,),
+                 {"A": (1.0,)})
+
+
+def test_checkpoints_serve_each_epoch_and_the_last_one_stands() -> None:
+    # half of one accelerator retrains (100 s of compute: 200 s > the 150 s window), half
+    # serves inference at full rate; epoch 1 ends at 100 s
+    policy = uniform_policy("C", 0.5)
+    kw = {"accelerators": 1.0, "window_s": 150.0}
+    plain = simulate(_one_stream_trace(), policy, **kw)  # type: ignore[arg-type]
+    assert plain.accuracy[:, 0] == pytest.approx([0.5, 0.5])  # unfinished: worth nothing
+    ckpt = simulate(_one_stream_trace(), policy, checkpoints=True, **kw)  # type: ignore[arg-type]
+    # window 1: 0.5 for 100 s, epoch 1's 0.7 for 50 s; window 2 starts from that checkpoint
+    assert ckpt.accuracy[:, 0] == pytest.approx([(0.5 * 100 + 0.7 * 50) / 150,
+                                                 (0.7 * 100 + 0.8 * 50) / 150])

@@ -43,10 +43,10 @@ def baselines(high: str, low: str) -> dict[str, Policy]:
 
 
 def _acc(trace: Trace, policy: Policy, n: int, g: float, windows: int,
-         delta: float = 0.1) -> float:
+         delta: float = 0.1, checkpoints: bool = False) -> float:
     sub = trace.subset(trace.streams[:n])
     return simulate(sub, policy, accelerators=g, window_s=WINDOW_S, delta=delta,
-                    windows=windows).mean_accuracy
+                    windows=windows, checkpoints=checkpoints).mean_accuracy
 
 
 def _streams_sweep(trace: Trace, pols: dict[str, Policy], counts: list[int], gpus: list[float],
@@ -101,7 +101,7 @@ def run_ekya_bench(seed: int = 0, quick: bool = False, include_real: bool = True
     E1's real-runtime figures when ``include_real``; PNG plots under ``plots_dir``. ``seed``
     seeds the simulator (the policies are deterministic); ``quick`` uses fewer windows and
     points."""
-    tick_n, total = [0], (10 if quick else 16)
+    tick_n, total = [0], (11 if quick else 17)
     sim_part = 0.3 if include_real else 1.0  # the real runs take most of the time
 
     def tick(msg: str) -> None:
@@ -142,6 +142,7 @@ def simulated_figures(seed: int, quick: bool,
     gpu = _gpu_sweep(tested, pols, grid, windows, tick)
     result = _summarise(sweep, gpu, counts, uni)
     result.update(_factors(tested, uni, low, windows, tick))
+    result["checkpoint_gain_by_accelerators"] = _checkpoint_gains(tested, pols, windows, tick)
     deltas = [1.0, 0.5, 0.25, 0.1] if quick else [1.0, 0.5, 0.25, 0.1, 0.05]
     result["delta_sweep"] = _delta_sweep(tested, deltas, windows, tick)
     errors = [0.0, 0.1] if quick else [0.0, 0.05, 0.1, 0.2]
@@ -167,6 +168,9 @@ def _summarise(sweep: dict[str, dict[str, list[float]]], gpu: dict[str, dict[flo
         best_uniform = max(by_pol[u][-1] for u in uni)
         gains[g] = (by_pol["thief"][-1] - best_uniform) / best_uniform
     out["accuracy_gain_by_accelerators"] = gains
+    out["accuracy_gain_by_streams"] = {  # §6.2's "upto 29% under 1 GPU" is over this axis
+        g: [(t - max(by_pol[u][k] for u in uni)) / max(by_pol[u][k] for u in uni)
+            for k, t in enumerate(by_pol["thief"])] for g, by_pol in sweep.items()}
     out["accuracy_gain_vs_best_uniform"] = gains["1"]  # the most stressed point: 10 streams, 1
     thief_curve = gpu["thief"]
     savings, bounds = {}, {}
@@ -201,6 +205,20 @@ def _factors(trace: Trace, uni: dict[str, Policy], low: str, windows: int,
         row["best_uniform"] = max(_acc(trace, p, 10, g, windows) for p in uni.values())
         out[f"{g:g}"] = row
     return {"factor_analysis": out}
+
+
+def _checkpoint_gains(trace: Trace, pols: dict[str, Policy], windows: int,
+                      tick: Callable[[str], None]) -> dict[str, float]:
+    """The gain over the best uniform at 10 streams when inference serves every epoch's
+    checkpoint (``simulate(..., checkpoints=True)``, §4.2/§5) for every policy: a
+    sensitivity figure, not the protocol of the headline."""
+    tick("checkpoint sensitivity")
+    out = {}
+    for g in (1.0, 2.0):
+        acc = {k: _acc(trace, p, 10, g, windows, checkpoints=True) for k, p in pols.items()}
+        best = max(a for k, a in acc.items() if k != "thief")
+        out[f"{g:g}"] = (acc["thief"] - best) / best
+    return out
 
 
 def _error_sweep(trace: Trace, errors: list[float], windows: int, seed: int,

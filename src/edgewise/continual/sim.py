@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from itertools import pairwise
 
 import numpy as np
 from numpy.typing import NDArray
@@ -18,7 +19,7 @@ from edgewise.continual.problem import (
     RetrainOption,
     StreamState,
 )
-from edgewise.continual.profiles import Trace
+from edgewise.continual.profiles import Curve, Trace
 from edgewise.errors import ConfigError
 
 __all__ = ["SimResult", "inference_options", "simulate", "window_problem"]
@@ -90,6 +91,7 @@ class _Setup:
     delta: float
     a_min: float
     profile_error: float = 0.0
+    checkpoints: bool = False
 
 
 def _start_jobs(setup: _Setup, w: int, plan: ContinualPlan, jobs: dict[str, _Job],
@@ -103,6 +105,23 @@ def _start_jobs(setup: _Setup, w: int, plan: ContinualPlan, jobs: dict[str, _Job
             jobs[d.stream] = _Job(d.retrain, setup.trace.curves[(w, d.stream, d.retrain)].cost_s)
         rates[d.stream] = d.retrain_share
     return rates
+
+
+def _advance(setup: _Setup, w: int, rates: dict[str, float], span_s: float,
+             ends: dict[str, float], t_next: float, jobs: dict[str, _Job], finished: set[str],
+             accuracy: dict[str, float]) -> None:
+    """Run the retrainings for ``span_s``: a completed one deploys its end accuracy; with
+    checkpoints, a running one serves its latest checkpoint (which stands at the window's
+    end)."""
+    for s, r in rates.items():
+        jobs[s].remaining_s -= r * span_s
+        curve = setup.trace.curves[(w, s, jobs[s].config)]
+        if ends[s] <= t_next + EPS:
+            accuracy[s] = curve.final
+            finished.add(s)
+            del jobs[s]
+        elif setup.checkpoints:
+            accuracy[s] = _checkpoint(curve, curve.cost_s - jobs[s].remaining_s, accuracy[s])
 
 
 def _run_window(setup: _Setup, w: int, accuracy: dict[str, float], rng: np.random.Generator,
@@ -132,24 +151,49 @@ def _run_window(setup: _Setup, w: int, accuracy: dict[str, float], rng: np.rando
         options = {s.name: {o.config: o for o in s.inference} for s in problem.streams}
         for d in plan.decisions:
             factor = inference_factor(options[d.stream][d.inference], d.inference_share)
-            area[d.stream] += accuracy[d.stream] * factor * (t_next - t)
-        for s, r in rates.items():
-            jobs[s].remaining_s -= r * (t_next - t)
-            if ends[s] <= t_next + EPS:
-                accuracy[s] = trace.curves[(w, s, jobs.pop(s).config)].final
-                finished.add(s)
+            served = accuracy[d.stream] * (t_next - t)
+            if setup.checkpoints and d.stream in rates:
+                served = _checkpoint_area(trace.curves[(w, d.stream, jobs[d.stream].config)],
+                                          jobs[d.stream].remaining_s, rates[d.stream],
+                                          t_next - t, accuracy[d.stream])
+            area[d.stream] += served * factor
+        _advance(setup, w, rates, t_next - t, ends, t_next, jobs, finished, accuracy)
         t = t_next
     return np.array([area[s] / window_s for s in trace.streams])
 
 
+def _checkpoint(curve: Curve, done_s: float, deployed: float) -> float:
+    """The accuracy of the latest checkpoint after ``done_s`` compute (one per logged epoch
+    of ``curve``); the deployed model's before the first epoch ends."""
+    k = int(np.searchsorted(np.asarray(curve.compute_s), done_s + EPS, side="right")) - 1
+    return deployed if k <= 0 else curve.accuracy[k]
+
+
+def _checkpoint_area(curve: Curve, remaining_s: float, rate: float, span_s: float,
+                     deployed: float) -> float:
+    """The model accuracy integrated over ``span_s`` seconds while the retraining runs at
+    ``rate`` from ``remaining_s`` compute left, each epoch's checkpoint served as it ends."""
+    done = curve.cost_s - remaining_s
+    cuts = [0.0, *((c - done) / rate for c in curve.compute_s
+                   if done + EPS < c < done + rate * span_s), span_s]
+    return sum(_checkpoint(curve, done + rate * a, deployed) * (b - a)
+               for a, b in pairwise(cuts))
+
+
 def simulate(trace: Trace, policy: Policy, *, accelerators: float, window_s: float = 200.0,
              delta: float = 0.1, a_min: float = 0.0, seed: int = 0,
-             windows: int | None = None, profile_error: float = 0.0) -> SimResult:
+             windows: int | None = None, profile_error: float = 0.0,
+             checkpoints: bool = False) -> SimResult:
     """Replay ``trace`` under ``policy``: each window starts with the deployed models
     (accuracy carried over from the previous window times the trace's drift), the policy
     decides at the window's start and again whenever a retraining completes; a retraining
-    unfinished at the window's end is dropped. With ``profile_error`` σ > 0 the policy sees
-    end accuracies perturbed by N(0, σ) (drawn once per window, Figure 11b) while the
+    unfinished at the window's end is dropped. Inference serves the old model until its
+    retraining completes (Figure 4c; Algorithm 2's EstimateAccuracy). With ``checkpoints``
+    (§4.2: "Ekya periodically checkpoints the model (§5) so that inference can get the
+    up-to-date accuracy from retraining"; off by default) inference serves each epoch's
+    checkpoint, the accuracy the trace logs at that compute time, for every policy, and an
+    unfinished retraining's last checkpoint stands. With ``profile_error`` σ > 0 the policy
+    sees end accuracies perturbed by N(0, σ) (drawn once per window, Figure 11b) while the
     simulation applies the true ones. Deterministic for a given seed."""
     if profile_error < 0:
         raise ConfigError(f"must be >= 0, got {profile_error}", field="profile_error")
@@ -157,7 +201,8 @@ def simulate(trace: Trace, policy: Policy, *, accelerators: float, window_s: flo
     if not 1 <= n <= trace.windows:
         raise ConfigError(f"must be in [1, {trace.windows}], got {n}", field="windows")
     rng = np.random.default_rng(seed)
-    setup = _Setup(trace, policy, accelerators, window_s, delta, a_min, profile_error)
+    setup = _Setup(trace, policy, accelerators, window_s, delta, a_min, profile_error,
+                   checkpoints)
     accuracy = dict(trace.initial_accuracy)
     rows: list[NDArray[np.float64]] = []
     log: list[tuple[int, float, ContinualPlan]] = []
