@@ -189,3 +189,23 @@ def test_console_script_reports_bad_file_without_traceback(tmp_path: Path) -> No
     assert proc.returncode == 2
     assert "devices[0].memory_mb" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize(("argv", "called"), [
+    (["bench", "seifer", "--json"], "bench"), (["--version"], ""), (["--help"], None),
+    ([], None), (["demo"], "demo"), (["nosuch", "x"], None), (["bench", "--help"], "bench"),
+])
+def test_main_builds_only_the_called_group(argv: list[str], called: str | None) -> None:
+    from edgewise.cli import _called
+
+    assert _called(argv) == called
+
+
+def test_version_and_bench_help_do_not_import_torch() -> None:
+    code = ("import sys; from edgewise.cli import main; sys.argv = ['edgewise', '{}']\n"
+            "try:\n    main()\nexcept SystemExit:\n    pass\n"
+            "print('torch' in sys.modules, 'ray' in sys.modules)")
+    for arg in ("--version", "bench"):
+        done = subprocess.run([sys.executable, "-c", code.format(arg)], capture_output=True,
+                              text=True, check=True, timeout=120)
+        assert done.stdout.strip().splitlines()[-1] == "False False", (arg, done.stdout)

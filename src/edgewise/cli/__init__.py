@@ -1,47 +1,42 @@
-"""`edgewise ...`: one sub-command group per problem (Typer + Rich)."""
+"""`edgewise ...`: one sub-command group per problem (Typer + Rich).
+
+The groups import torch, Ray, FLAML or FastAPI, which together take seconds. ``main``
+therefore builds the root app with only the group or command named on the command line
+(all of them for ``--help`` or an unknown name); ``edgewise.cli.app`` is the full app.
+"""
 
 from __future__ import annotations
+
+import importlib
+import sys
+from collections.abc import Sequence
+from typing import Any
 
 import typer
 
 from edgewise import __version__
-from edgewise.cli import (
-    bench,
-    cluster,
-    continual,
-    fault,
-    modelparallel,
-    pipeline,
-    pipeline_run,
-    sites,
-    update,
-)
-from edgewise.cli.profile import profile
-from edgewise.cli.serve import serve
-from edgewise.cli.train import demo, train_command
 
-__all__ = ["app", "main"]
+__all__ = ["GROUPS", "build_app", "main"]
 
-app = typer.Typer(
-    help="edgewise: decide where and how deep-learning work runs on heterogeneous edge "
-    "devices, then run it.",
-    no_args_is_help=True,
-    pretty_exceptions_enable=False,
-)
-app.add_typer(cluster.app, name="cluster")
-app.add_typer(bench.app, name="bench")
-app.add_typer(fault.app, name="fault")
-app.add_typer(update.app, name="update")
-app.add_typer(pipeline.app, name="pipeline")
-app.add_typer(continual.app, name="continual")
-app.add_typer(sites.app, name="sites")
-app.add_typer(modelparallel.app, name="modelparallel")
-pipeline.app.command("plan")(pipeline_run.plan)
-pipeline.app.command("run")(pipeline_run.run)
-app.command("train")(train_command)
-app.command("demo")(demo)
-app.command("serve")(serve)
-app.command("profile")(profile)
+GROUPS: dict[str, str] = {
+    "cluster": "edgewise.cli.cluster",
+    "bench": "edgewise.cli.bench",
+    "fault": "edgewise.cli.fault",
+    "update": "edgewise.cli.update",
+    "pipeline": "edgewise.cli.pipeline",
+    "continual": "edgewise.cli.continual",
+    "sites": "edgewise.cli.sites",
+    "modelparallel": "edgewise.cli.modelparallel",
+}
+"""Sub-command groups: name → module with a ``typer.Typer`` named ``app``."""
+
+COMMANDS: dict[str, tuple[str, str]] = {
+    "train": ("edgewise.cli.train", "train_command"),
+    "demo": ("edgewise.cli.train", "demo"),
+    "serve": ("edgewise.cli.serve", "serve"),
+    "profile": ("edgewise.cli.profile", "profile"),
+}
+"""Top-level commands: name → (module, function)."""
 
 
 def _version(value: bool) -> None:
@@ -50,7 +45,6 @@ def _version(value: bool) -> None:
         raise typer.Exit()
 
 
-@app.callback()
 def _root(
     version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
                                  help="print the version and exit"),
@@ -58,5 +52,54 @@ def _root(
     """edgewise: where and how deep-learning work runs at the edge."""
 
 
+def _add_group(app: typer.Typer, name: str) -> None:
+    module = importlib.import_module(GROUPS[name])
+    if name == "pipeline":  # plan and run live in their own module (Ray, torch)
+        runs = importlib.import_module("edgewise.cli.pipeline_run")
+        module.app.command("plan")(runs.plan)
+        module.app.command("run")(runs.run)
+    app.add_typer(module.app, name=name)
+
+
+def build_app(only: str | None = None) -> typer.Typer:
+    """The root app with every group and command, or only the one called ``only``
+    (``""``: none, for ``--version``)."""
+    app = typer.Typer(
+        help="edgewise: decide where and how deep-learning work runs on heterogeneous edge "
+        "devices, then run it.",
+        no_args_is_help=True,
+        pretty_exceptions_enable=False,
+    )
+    app.callback()(_root)
+    for name in GROUPS:
+        if only in (None, name):
+            _add_group(app, name)
+    for name, (module, function) in COMMANDS.items():
+        if only in (None, name):
+            app.command(name)(getattr(importlib.import_module(module), function))
+    return app
+
+
+def _called(argv: Sequence[str]) -> str | None:
+    """The group or command named first on ``argv``, if it is a known one; ``""`` (none at
+    all) for ``--version``."""
+    for arg in argv:
+        if arg in ("--help", "-h"):
+            return None
+        if arg == "--version":
+            return ""
+        if not arg.startswith("-"):
+            return arg if arg in GROUPS or arg in COMMANDS else None
+    return None
+
+
+def __getattr__(name: str) -> Any:
+    if name == "app":  # the full app, built once on first use
+        full = build_app()
+        globals()["app"] = full
+        return full
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 def main() -> None:
-    app()
+    build_app(_called(sys.argv[1:]))()

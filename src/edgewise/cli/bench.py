@@ -11,7 +11,6 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from edgewise.cli.common import err, out, state_dir, user_errors
-from edgewise.runtime.bench import DEFAULT_CLUSTER, run_runtime_bench
 
 __all__ = ["app"]
 
@@ -49,11 +48,15 @@ def _with_bar(label: str, run: Callable[[Callable[[str, float], None]], dict[str
 @user_errors
 def runtime(
     as_json: bool = JsonOpt,
-    cluster: Path = typer.Option(DEFAULT_CLUSTER, help="cluster with three identical workers"),
+    cluster: Path = typer.Option(None, help="cluster with three identical workers "
+                                 "(default: examples/three-nanos.yaml)"),
     epochs: int = typer.Option(8, min=1, max=100),
     seed: int = typer.Option(0),
 ) -> None:
     """Real training on the emulated cluster: accuracy, parameter-server scaling, transport."""
+    from edgewise.runtime.bench import DEFAULT_CLUSTER, run_runtime_bench
+
+    cluster = cluster or DEFAULT_CLUSTER
     with err.status("benchmarking the runtime") as status:
         figures = run_runtime_bench(cluster, epochs=epochs, seed=seed,
                                     progress=lambda msg: status.update(msg))
