@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import torch
 import typer
@@ -30,7 +32,7 @@ def _plan_table(problem: PipelineProblem, plans: dict[str, PipelinePlan]) -> Tab
     for name, p in plans.items():
         table.add_row(name, str(p.n_partitions), " ".join(map(str, p.cuts)),
                       " ".join(problem.nodes[i] for i in p.nodes), f"{p.bottleneck_s * 1e3:.2f}",
-                      f"{1 / p.bottleneck_s:.1f}")
+                      f"{1 / p.bottleneck_s:.1f}" if p.bottleneck_s > 0 else "unbounded")
     return table
 
 
@@ -38,10 +40,14 @@ def _plan_table(problem: PipelineProblem, plans: dict[str, PipelinePlan]) -> Tab
 def plan(model: str = typer.Argument(..., help="a zoo model (edgewise pipeline analyze)"),
          nodes: int = typer.Option(10, min=1, max=200, help="random geometric cluster size"),
          memory_mb: float = typer.Option(128.0, min=1.0, help="memory of every node, MB"),
-         seed: int = typer.Option(0)) -> None:
+         seed: int = typer.Option(0),
+         paper_scoring: bool = typer.Option(
+             False, help="score only the transfers between compute partitions, as the "
+             "paper's §6.1 simulations (default: the dispatcher's input transfer too)")) -> None:
     """Plan MODEL on a random SEIFER cluster (§6.1) with every policy; compare bottlenecks."""
     rng = np.random.default_rng(seed)
     problem = random_instance(nodes, zoo_chain(model), rng, memory_mb=(memory_mb, memory_mb))
+    problem = dataclasses.replace(problem, dispatcher_transfer=not paper_scoring)
     names = ["seifer", "joint-greedy", "bottleneck-dp", "random"]
     names += ["exact"] if nodes <= 6 else []
     plans = {n: get_policy(n)(problem, np.random.default_rng(seed)) for n in names}
