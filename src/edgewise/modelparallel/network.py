@@ -7,7 +7,8 @@ import numpy as np
 from edgewise.errors import ConfigError
 from edgewise.modelparallel.problem import EdgeNetwork, EdgeNode
 
-__all__ = ["CLUSTER_SIZE", "TABLE_I", "random_network"]
+__all__ = ["CLUSTER_SIZE", "HOST_GHZ", "PRETRAIN", "PRETRAIN_NODES", "TABLE_I",
+           "pretraining_network", "random_network"]
 
 CLUSTER_SIZE = 5  # §V-A: each cluster has 5 edge nodes
 # Table I: memory MB, CPU host-ratio range, bandwidth Mbps, for each environment.
@@ -17,6 +18,11 @@ TABLE_I: dict[str, tuple[tuple[float, ...], tuple[float, ...], tuple[float, ...]
 }
 AREA_M = 100.0  # a cluster's nodes lie in a square of this side
 RANGE_M = (60.0, 120.0)  # transmission range, uniform
+# §V-A "RL Training": nodes, CPU GHz, memory MB, bandwidth MBps, each uniform in its range.
+PRETRAIN_NODES = (2, 10)
+PRETRAIN = {"cpu_ghz": (0.5, 2.0), "memory_mb": (64.0, 4096.0),
+            "bandwidth_mbyteps": (128.0, 1000.0)}
+HOST_GHZ = 2.5  # clock of one m5ad.4xlarge core (§V-A's host): host ratio = GHz / HOST_GHZ
 
 
 def random_network(n_edges: int, rng: np.random.Generator,
@@ -51,3 +57,25 @@ def random_network(n_edges: int, rng: np.random.Generator,
     np.fill_diagonal(bw, np.inf)
     return EdgeNetwork(tuple(nodes), bw,
                        cluster_of=tuple(j // CLUSTER_SIZE for j in range(n_edges)))
+
+
+def pretraining_network(rng: np.random.Generator) -> EdgeNetwork:
+    """One cluster for offline pre-training, drawn as §V-A ("RL Training") says: "we consider
+    the number of edge nodes in the range of [2,10]. For each edge node, CPU is chosen randomly
+    from range [0.5,2] GHz, memory is randomly chosen from range [64,4096] MB and the bandwidth
+    across pair of edge nodes is randomly chosen from range [128,1000] MBps". CPU becomes a host
+    ratio at ``HOST_GHZ`` per host core; positions and ranges as in `random_network`."""
+    n = int(rng.integers(PRETRAIN_NODES[0], PRETRAIN_NODES[1] + 1))
+    nodes = []
+    for j in range(n):
+        ghz = float(rng.uniform(*PRETRAIN["cpu_ghz"]))
+        nodes.append(EdgeNode(f"edge-{j}", cpu=round(ghz / HOST_GHZ, 3),
+                              memory_mb=float(rng.uniform(*PRETRAIN["memory_mb"])),
+                              x_m=float(rng.uniform(0.0, AREA_M)),
+                              y_m=float(rng.uniform(0.0, AREA_M)),
+                              range_m=float(rng.uniform(RANGE_M[0], RANGE_M[1]))))
+    bw = 8.0 * rng.uniform(*PRETRAIN["bandwidth_mbyteps"], size=(n, n))  # MBps -> Mbps
+    bw = np.triu(bw, 1)
+    bw = bw + bw.T
+    np.fill_diagonal(bw, np.inf)
+    return EdgeNetwork(tuple(nodes), bw, cluster_of=(0,) * n)

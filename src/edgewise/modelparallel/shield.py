@@ -54,9 +54,11 @@ def _fits(load: NDArray[np.float64], cap: NDArray[np.float64], node: int,
 def _relieve(network: EdgeNetwork, jobs: Sequence[Job], hosts: list[list[int]],
              load: NDArray[np.float64], node: int, movable: set[Layer],
              alpha: float) -> tuple[list[Layer], int]:
-    """Algorithm 1 lines 5–14 for one node: while it is overloaded, move its heaviest layer
-    (Eq. 3) to the least-utilised (Eq. 2) candidate of the layer's scheduling node that stays
-    at or below α after taking it; a layer that fits nowhere stays and the next is tried."""
+    """Algorithm 1 lines 5–14 for one node d_j: while it is overloaded, move its heaviest layer
+    (Eq. 3) to the least-utilised (Eq. 2) neighbour of d_j that stays at or below α after
+    taking it (§IV-C: "it searches for nearby edge nodes with high resource availability from
+    edge node d_j"; "we limit our safe action from the nearby edges of the original edge node
+    in the decided original action"); a layer that fits nowhere stays, the next is tried."""
     cap = network.capacity()
     ops = 1
     if not overloaded(load[node] / cap[node], alpha):
@@ -69,7 +71,7 @@ def _relieve(network: EdgeNetwork, jobs: Sequence[Job], hosts: list[list[int]],
         if not overloaded(load[node] / cap[node], alpha):
             break
         b = jobs[j].demand()[i]
-        others = [k for k in network.candidates(jobs[j].origin) if k != node]
+        others = list(network.neighbours(node))
         others.sort(key=lambda k: (float(combined_utilisation(load[k] / cap[k])), k))
         for k in others:
             ops += 1

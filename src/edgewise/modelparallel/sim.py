@@ -13,7 +13,7 @@ from numpy.typing import NDArray
 
 from edgewise.modelparallel.agents import QAgent
 from edgewise.modelparallel.jobs import background_tasks, cluster_jobs
-from edgewise.modelparallel.network import random_network
+from edgewise.modelparallel.network import pretraining_network
 from edgewise.modelparallel.policies import Method, Shield
 from edgewise.modelparallel.problem import (
     EdgeNetwork,
@@ -132,13 +132,15 @@ def play_round(method: Method, rnd: Round, agents: Sequence[QAgent], rng: np.ran
 
 
 def pretrain(method: Method, models: Sequence[str], rng: np.random.Generator,
-             rounds: int = 300, n_edges: int = 10, workload_pct: float = 100.0,
+             rounds: int = 300, workload_pct: float = 100.0,
              kappa: float = KAPPA) -> QAgent:
-    """Offline pre-training (§IV-B, §V-A): one shared Q-table learns from every agent's
-    decisions on fresh random networks and rounds; it is then copied to every node."""
+    """Offline pre-training (§IV-B: "The RL is initially pre-trained and distributed to each
+    edge node"): one shared Q-table learns from every agent's decisions, exploring, on a fresh
+    `pretraining_network` (§V-A's "RL Training" ranges, 2–10 nodes) each round; it is then
+    copied to every node."""
     shared = QAgent()
     for k in range(rounds):
-        net = random_network(n_edges, rng)
+        net = pretraining_network(rng)
         rnd = random_round(net, models[k % len(models)], workload_pct, rng)
         play_round(method, rnd, [shared] * net.n, rng, kappa=kappa)
     return shared
