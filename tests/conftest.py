@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+from collections.abc import Iterator
+
 import pytest
 
 from edgewise.cluster.model import Cluster
@@ -23,3 +26,15 @@ SMALL_CLUSTER = {
 @pytest.fixture(scope="session")
 def small_cluster() -> Cluster:
     return cluster_from_dict(SMALL_CLUSTER, source="test")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _private_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Traced-chain cache in a temporary folder, not the user's ~/.cache."""
+    before = os.environ.get("EDGEWISE_CACHE_DIR")
+    os.environ["EDGEWISE_CACHE_DIR"] = str(tmp_path_factory.mktemp("cache"))
+    yield
+    if before is None:
+        os.environ.pop("EDGEWISE_CACHE_DIR", None)
+    else:
+        os.environ["EDGEWISE_CACHE_DIR"] = before

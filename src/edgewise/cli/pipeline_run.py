@@ -11,7 +11,7 @@ from rich.table import Table
 
 from edgewise.cli.common import err, out, user_errors
 from edgewise.cluster.schema import cluster_from_dict
-from edgewise.nn.zoo import chain as zoo_chain
+from edgewise.nn.chain_cache import cached_chain as zoo_chain
 from edgewise.pipeline.generate import random_instance
 from edgewise.pipeline.policies import get_policy
 from edgewise.pipeline.problem import PipelinePlan, PipelineProblem

@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from edgewise.errors import InfeasibleError
-from edgewise.nn.zoo import chain as zoo_chain
+from edgewise.nn.chain_cache import cached_chain
 from edgewise.nn.zoo import zoo_names
 from edgewise.pipeline.generate import random_instance
 from edgewise.pipeline.policies import get_policy
@@ -142,12 +142,13 @@ def _summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
 
 def zoo_chains(models: list[str] | None = None, progress: Progress = lambda m, f: None
                ) -> list[ModelChain]:
-    """The zoo's chains that have at least one candidate point (two segments)."""
+    """The zoo's chains that have at least one candidate point (two segments), traced once
+    and then read from the chain cache (:mod:`edgewise.nn.chain_cache`)."""
     names = models or zoo_names()
     chains = []
     for k, name in enumerate(names):
         progress(f"tracing {name}", 0.1 * k / len(names))
-        chains.append(zoo_chain(name))
+        chains.append(cached_chain(name))
     return [c for c in chains if c.n_segments >= 2]
 
 
