@@ -8,7 +8,9 @@ from dataclasses import dataclass, field
 from edgewise.errors import ConfigError
 from edgewise.perf.schema import PerfModel
 
-__all__ = ["AppLimit", "UpdatePlan", "UpdateProblem", "WorkerState"]
+__all__ = ["MEM_LIMIT_PERCENT", "AppLimit", "UpdatePlan", "UpdateProblem", "WorkerState"]
+
+MEM_LIMIT_PERCENT = 85.0  # GetMaxBatchSize's default limit: where the calibrated devices swap
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,7 +53,7 @@ class UpdateProblem:
     b_max: int = 128  # the largest batch the profiles cover; models do not extrapolate
     epsilon: float = 1.0
     tau: int = 50
-    mem_limit_percent: float = 85.0  # where the calibrated devices start to swap
+    mem_limit_percent: float = MEM_LIMIT_PERCENT
     user_batch: int = 32  # the batch size a user asks for (the fair baseline keeps it)
     epochs: int = 1
     transfer_s_per_sample: Mapping[str, float] = field(default_factory=dict)
