@@ -20,6 +20,9 @@ def test_env_passes_the_parallel_api_test() -> None:
     env = SroleEnv(random_network(10, np.random.default_rng(0)), model="rnn",
                    shield="decentralized", max_rounds=4)
     parallel_api_test(env, num_cycles=12)
+    # one action per model level of the largest model (VGG-16: 16), whatever the env's model
+    assert env.action_space(env.possible_agents[0]).shape == (16,)
+    assert env.observation_space(env.possible_agents[0]).shape == (1 + 2 * 16 + 2 * 5,)
 
 
 def test_env_same_seed_same_numbers_and_shield_penalises() -> None:
@@ -29,7 +32,7 @@ def test_env_same_seed_same_numbers_and_shield_penalises() -> None:
         env.reset(seed=5)
         out = []
         while env.agents:
-            acts = {a: np.zeros(6, dtype=np.int64) for a in env.agents}  # all on themselves
+            acts = {a: np.zeros(env.n_slots, dtype=np.int64) for a in env.agents}  # on itself
             _, rew, _, _, info = env.step(acts)
             out.append((rew, info[env.possible_agents[0]]["corrected"]))
         return out

@@ -11,11 +11,14 @@ from edgewise.modelparallel.jobs import (
     background_tasks,
     cluster_jobs,
     make_job,
+    max_levels,
     model_profile,
     pagerank_jobs,
 )
 from edgewise.modelparallel.network import random_network
 from edgewise.nn.extra_models import build_srole_model
+
+LEVELS = {"vgg-16": 16, "googlenet": 11, "rnn": 4}  # weight layers / modules, §III levels
 
 
 @pytest.mark.parametrize("name", ["vgg-16", "googlenet", "rnn"])
@@ -24,10 +27,24 @@ def test_profiles_keep_the_models_parameters_and_flops(name: str) -> None:
     prof = model_profile(name)
     n_params = sum(p.numel() for p in model.parameters())
     assert sum(prof.param_mb) == pytest.approx(4 * n_params / 1e6)
-    assert 2 <= len(prof.gflop) <= 6 and all(g >= 0 for g in prof.gflop)
+    assert len(prof.gflop) == LEVELS[name] and all(g >= 0 for g in prof.gflop)
+    assert all(p > 0 for p in prof.param_mb)  # every level holds weights
     job = make_job("j", name, origin=0, batch=8)
+    assert len(job.partitions) == LEVELS[name]
     assert sum(p.cpu for p in job.partitions) == pytest.approx(JOB_CPU)
     assert sum(p.gflop for p in job.partitions) == pytest.approx(3 * 8 * sum(prof.gflop))
+
+
+@pytest.mark.parametrize("name", ["vgg-16", "googlenet", "rnn"])
+def test_coarser_grouping_merges_whole_levels(name: str) -> None:
+    levels, grouped = model_profile(name), model_profile(name, n_partitions=3)
+    assert 2 <= len(grouped.gflop) <= 3
+    assert set(grouped.labels) <= set(levels.labels) and grouped.labels[-1] == levels.labels[-1]
+    assert sum(grouped.gflop) == pytest.approx(sum(levels.gflop))
+    assert sum(grouped.act_mb) == pytest.approx(sum(levels.act_mb))
+    assert max_levels() == 16 and max_levels(3) == 3
+    with pytest.raises(ConfigError, match="n_partitions"):
+        model_profile(name, n_partitions=0)
 
 
 def test_vgg16_for_mnist_has_its_known_size() -> None:

@@ -16,11 +16,18 @@ from edgewise.cluster.schema import cluster_from_dict
 from edgewise.errors import ConfigError, InfeasibleError
 from edgewise.modelparallel.jobs import JOB_CPU
 from edgewise.modelparallel.network import random_network
-from edgewise.modelparallel.problem import EdgeNetwork, EdgeNode, Placement
+from edgewise.modelparallel.problem import (
+    EdgeNetwork,
+    EdgeNode,
+    Placement,
+    iteration_time_s,
+    load_of,
+)
 from edgewise.modelparallel.realbench import (
     bench_model,
     digits_batches,
     sequential_job,
+    sequential_levels,
     spread_placement,
 )
 from edgewise.modelparallel.run import (
@@ -28,6 +35,7 @@ from edgewise.modelparallel.run import (
     network_cluster,
     network_emulation,
     run_placement,
+    stage_runs,
     train_model_parallel,
 )
 from edgewise.runtime.emulation import stretch_factors
@@ -124,6 +132,25 @@ def test_partitions_devices_and_optimizer_are_checked(runtime: RayRuntime) -> No
         ModelParallelTrainer(runtime, bench_model(), CUTS, ["n0", "n1", "n2"], optimizer="lbfgs")
 
 
+@pytest.mark.ray
+def test_run_placement_runs_one_stage_per_run_of_levels(runtime: RayRuntime) -> None:
+    nodes = tuple(EdgeNode(f"n{i}", cpu=1.0, memory_mb=2048) for i in range(4))
+    network = EdgeNetwork(nodes, np.full((4, 4), 1000.0))
+    model, cuts = bench_model(seed=3), sequential_levels(bench_model())
+    job = sequential_job(model, cuts, torch.zeros(1, 1, 8, 8), BATCH, origin=0)
+    x, y = next(digits_batches(BATCH, 1, seed=1))
+    with torch.no_grad():
+        reference = float(F.cross_entropy(model(torch.from_numpy(x)), torch.from_numpy(y)))
+
+    run = run_placement(runtime, network, job, Placement((0, 0, 3, 3)), model, cuts,
+                        digits_batches(BATCH, 3, seed=1), optimizer="adam", lr=LR)
+
+    assert run.devices == ("n0", "n3") and len(run.compute_s) == 2
+    assert run.losses[0] == pytest.approx(reference, rel=1e-5)
+    # only the level 1 -> 2 boundary crosses a link: BATCH x 512 float32 each way
+    assert run.wire_bytes[0] >= 3 * BATCH * 512 * 4
+
+
 # --- the adapter from the environment's job and placement (no Ray) --------------------------
 
 
@@ -166,6 +193,30 @@ def test_spread_placement_uses_the_origin_then_its_neighbours() -> None:
 
     assert hosts[0] == 1 and len(hosts) == 3
     assert set(hosts[1:]) <= set(network.candidates(1))
+
+
+def test_levels_of_the_bench_model_and_their_stage_runs() -> None:
+    # conv+relu | conv+relu+pool+flatten | dense+relu | dense: weight-free children join
+    # the level before them (jobs.model_profile's rule)
+    assert sequential_levels(bench_model()) == (0, 2, 6, 8, 9)
+    assert stage_runs(Placement((3, 3, 1, 3))) == ((0, 2), (2, 3), (3, 4))
+    assert stage_runs(Placement((2, 2, 2, 2))) == ((0, 4),)
+    assert stage_runs(Placement((0, 1, 2, 3))) == ((0, 1), (1, 2), (2, 3), (3, 4))
+
+
+def test_levels_on_one_node_predict_as_one_partition_there() -> None:
+    """The prediction the real run is compared with: levels merged into a stage cost what
+    that stage as a single partition costs (compute adds up, no transfer inside a run)."""
+    network = random_network(5, np.random.default_rng(4))
+    example, model = torch.zeros(1, 1, 8, 8), bench_model()
+    levels = sequential_job(model, sequential_levels(model), example, 64, origin=1)
+    merged = sequential_job(model, (0, 6, 9), example, 64, origin=1)
+    level_place, merged_place = Placement((1, 1, 3, 3)), Placement((1, 3))
+    for a, b in ((levels, level_place), (merged, merged_place)):
+        assert len(stage_runs(b)) == 2 and len(a.partitions) == len(b.nodes)
+    assert iteration_time_s(levels, level_place, network, load_of(
+        network, [levels], [level_place])) == pytest.approx(iteration_time_s(
+            merged, merged_place, network, load_of(network, [merged], [merged_place])))
 
 
 def test_run_placement_refuses_a_node_without_the_memory() -> None:

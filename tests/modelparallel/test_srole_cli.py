@@ -26,6 +26,9 @@ def test_train_then_place_with_the_saved_agents(tmp_path: Path) -> None:
                               "--agents", str(path)])
     assert res.exit_code == 0, res.output
     assert "srole-c placement" in res.output and res.output.count("(node ") == 3
+    res = runner.invoke(app, ["place", "-m", "srole-c", "--model", "rnn", "--edges", "5",
+                              "--agents", str(path), "--partitions", "2"])
+    assert res.exit_code == 0, res.output
 
 
 def test_simulate_compares_methods() -> None:
@@ -37,6 +40,7 @@ def test_simulate_compares_methods() -> None:
 
 @pytest.mark.parametrize(("args", "field"), [
     (["place", "-m", "magic", "--rounds", "1"], "method"),
+    (["place", "--partitions", "0", "--rounds", "1"], "--partitions"),
     (["simulate", "--edges", "7", "--online", "1", "--rounds", "1", "-m", "marl"], "n_edges"),
     (["simulate", "--model", "alexnet", "--online", "1", "--rounds", "1", "-m", "marl"],
      "model"),

@@ -28,13 +28,17 @@ SeedOpt = typer.Option(0, help="random seed (same seed, same numbers)")
 EdgesOpt = typer.Option(10, min=5, max=100, help="edge nodes (a multiple of 5)")
 WorkloadOpt = typer.Option(100.0, min=50.0, max=100.0, help="PageRank workload, %")
 RoundsOpt = typer.Option(600, min=1, max=100_000, help="offline pre-training rounds")
+PartsOpt = typer.Option(None, "--partitions", min=1, max=64,
+                        help="group each model's levels into at most this many FLOP-balanced "
+                             "partitions (default: one partition per model level, §III)")
 
 
 def _agents_path(method: str) -> Path:
     return state_dir() / "srole" / f"{method}.json"
 
 
-def _trained(method: str, agents: Path | None, rounds: int, seed: int) -> QAgent:
+def _trained(method: str, agents: Path | None, rounds: int, seed: int,
+             parts: int | None = None) -> QAgent:
     """The saved agent for ``method`` (``agents`` or the state directory), else pre-train."""
     path = agents or _agents_path(method)
     if path.exists():
@@ -46,7 +50,8 @@ def _trained(method: str, agents: Path | None, rounds: int, seed: int) -> QAgent
     if agents is not None:
         raise ConfigError(f"no such file: {agents}", field="--agents")
     err.print(f"no saved agents for {method}; pre-training {rounds} rounds")
-    return pretrain(get_method(method), srole_models(), np.random.default_rng(seed), rounds)
+    return pretrain(get_method(method), srole_models(), np.random.default_rng(seed), rounds,
+                    n_partitions=parts)
 
 
 @app.command("train")
@@ -55,10 +60,11 @@ def train_command(
     method: str = MethodOpt, rounds: int = RoundsOpt, seed: int = SeedOpt,
     kappa: float = typer.Option(KAPPA, min=0.0, help="shield penalty κ"),
     output: Path | None = typer.Option(None, "--out", help="JSON file (default: state dir)"),
+    parts: int | None = PartsOpt,
 ) -> None:
     """Pre-train a method's agents offline on random networks (§V-A) and save them."""
     agent = pretrain(get_method(method), srole_models(), np.random.default_rng(seed), rounds,
-                     kappa=kappa)
+                     kappa=kappa, n_partitions=parts)
     path = output or _agents_path(method)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -84,12 +90,12 @@ def placement_table(res: RoundResult, jobs: list[str], method: str) -> Table:
 def place_command(method: str = MethodOpt, model: str = ModelOpt, edges: int = EdgesOpt,
                   workload: float = WorkloadOpt, seed: int = SeedOpt, rounds: int = RoundsOpt,
                   agents: Path | None = typer.Option(None, help="agents saved by `train`"),
-                  ) -> None:
+                  parts: int | None = PartsOpt) -> None:
     """Place one round of jobs (3 per cluster) on a random Table I network and print it."""
-    base = _trained(method, agents, rounds, seed)
+    base = _trained(method, agents, rounds, seed, parts)
     rng = np.random.default_rng([seed, 1])
     net = random_network(edges, rng)
-    rnd = random_round(net, model, workload, rng)
+    rnd = random_round(net, model, workload, rng, parts)
     res = play_round(get_method(method), rnd, [base.copy() for _ in range(net.n)], rng,
                      explore=False, learn=False)
     out.print(placement_table(res, [f"{j.name} (node {j.origin})" for j in rnd.jobs], method))
@@ -112,17 +118,19 @@ def results_table(rows: dict[str, list[RoundResult]]) -> Table:
 
 
 def _simulate(methods: list[str], model: str, edges: int, workload: float, online: int,
-              rounds: int, seed: int) -> dict[str, list[RoundResult]]:
+              rounds: int, seed: int,
+              parts: int | None = None) -> dict[str, list[RoundResult]]:
     rows = {}
     for name in methods:
         method = get_method(name)
-        base = pretrain(method, srole_models(), np.random.default_rng(seed), rounds)
+        base = pretrain(method, srole_models(), np.random.default_rng(seed), rounds,
+                        n_partitions=parts)
         gen = np.random.default_rng([seed, 1])
         net = random_network(edges, gen)
         agents = [base.copy() for _ in range(net.n)]
         act = np.random.default_rng([seed, 2])
-        rows[name] = [play_round(method, random_round(net, model, workload, gen), agents, act)
-                      for _ in range(online)]
+        rows[name] = [play_round(method, random_round(net, model, workload, gen, parts),
+                                 agents, act) for _ in range(online)]
     return rows
 
 
@@ -133,9 +141,10 @@ def simulate_command(
                                      help="method to compare (repeatable)"),
     model: str = ModelOpt, edges: int = EdgesOpt, workload: float = WorkloadOpt,
     online: int = typer.Option(40, min=1, max=10_000, help="online rounds"),
-    rounds: int = RoundsOpt, seed: int = SeedOpt) -> None:
+    rounds: int = RoundsOpt, seed: int = SeedOpt, parts: int | None = PartsOpt) -> None:
     """Pre-train each method, then run it online on the same random network and rounds."""
-    out.print(results_table(_simulate(method, model, edges, workload, online, rounds, seed)))
+    out.print(results_table(_simulate(method, model, edges, workload, online, rounds, seed,
+                                      parts)))
 
 
 def demo_part() -> None:

@@ -12,15 +12,15 @@ from pettingzoo import ParallelEnv
 
 from edgewise.errors import ConfigError
 from edgewise.modelparallel.agents import AVAIL_MAX, CPU_DEMAND_MAX, MEM_DEMAND_MAX_MB, level
+from edgewise.modelparallel.jobs import max_levels
 from edgewise.modelparallel.network import CLUSTER_SIZE
 from edgewise.modelparallel.problem import EdgeNetwork, Placement
 from edgewise.modelparallel.schedule import Decision, Round
 from edgewise.modelparallel.shield import centralized_shield, decentralized_shield
 from edgewise.modelparallel.sim import KAPPA, outcome, random_round, rewards
 
-__all__ = ["MAX_PARTS", "SHIELDS", "SroleEnv"]
+__all__ = ["SHIELDS", "SroleEnv"]
 
-MAX_PARTS = 6
 SHIELDS = {"none": None, "centralized": centralized_shield, "decentralized": decentralized_shield}
 
 
@@ -29,6 +29,10 @@ class SroleEnv(ParallelEnv):  # type: ignore[misc]
     place its partitions among themselves and their neighbours; the shield (§IV-C/D), if any,
     corrects the joint action; each agent is rewarded −κ per corrected partition and −γ
     (memory violated) or ρ/√JCT for its job. The episode is ``max_rounds`` rounds.
+
+    A job has one partition per model level (§III), or ``n_partitions`` FLOP-balanced groups
+    of levels; the spaces have ``n_slots`` partition slots, the largest model's count (16,
+    VGG-16's levels), whatever the model, so that agents trained on one model fit another.
 
     Observation (MultiDiscrete): whether the agent has a job; per partition slot its CPU and
     memory demand levels (3 = no partition); per candidate slot (itself, then neighbours) its
@@ -40,12 +44,15 @@ class SroleEnv(ParallelEnv):  # type: ignore[misc]
     metadata = {"name": "srole_v0", "render_modes": []}  # noqa: RUF012 (PettingZoo API)
 
     def __init__(self, network: EdgeNetwork, model: str = "vgg-16", workload_pct: float = 100.0,
-                 shield: str = "none", kappa: float = KAPPA, max_rounds: int = 10) -> None:
+                 shield: str = "none", kappa: float = KAPPA, max_rounds: int = 10,
+                 n_partitions: int | None = None) -> None:
         if shield not in SHIELDS:
             raise ConfigError(f"unknown shield {shield!r}; known: {', '.join(SHIELDS)}",
                               field="shield")
         self.network, self.model, self.workload_pct = network, model, workload_pct
         self.shield, self.kappa, self.max_rounds = SHIELDS[shield], kappa, max_rounds
+        self.n_partitions = n_partitions
+        self.n_slots = max_levels(n_partitions)
         self.possible_agents = [d.name for d in network.nodes]
         self.agents: list[str] = []
         self._index = {a: j for j, a in enumerate(self.possible_agents)}
@@ -55,17 +62,17 @@ class SroleEnv(ParallelEnv):  # type: ignore[misc]
 
     @functools.cache  # noqa: B019 (one space object per agent, as the API wants)
     def observation_space(self, agent: str) -> spaces.MultiDiscrete:
-        return spaces.MultiDiscrete([2] + [4, 4] * MAX_PARTS + [5, 4] * CLUSTER_SIZE)
+        return spaces.MultiDiscrete([2] + [4, 4] * self.n_slots + [5, 4] * CLUSTER_SIZE)
 
     @functools.cache  # noqa: B019
     def action_space(self, agent: str) -> spaces.MultiDiscrete:
-        return spaces.MultiDiscrete([CLUSTER_SIZE] * MAX_PARTS)
+        return spaces.MultiDiscrete([CLUSTER_SIZE] * self.n_slots)
 
     def _observe(self, j: int) -> NDArray[np.int64]:
         assert self._round is not None
         job = next((x for x in self._round.jobs if x.origin == j), None)
         obs = [int(job is not None)]
-        for i in range(MAX_PARTS):
+        for i in range(self.n_slots):
             if job is not None and i < len(job.partitions):
                 p = job.partitions[i]
                 obs += [level(p.cpu, CPU_DEMAND_MAX), level(p.memory_mb, MEM_DEMAND_MAX_MB)]
@@ -92,7 +99,8 @@ class SroleEnv(ParallelEnv):  # type: ignore[misc]
             self._rng = np.random.default_rng(seed)
         self.agents = list(self.possible_agents)
         self._t = 0
-        self._round = random_round(self.network, self.model, self.workload_pct, self._rng)
+        self._round = random_round(self.network, self.model, self.workload_pct, self._rng,
+                                   self.n_partitions)
         return self._observations(), {a: {} for a in self.agents}
 
     def step(self, actions: dict[str, Any]) -> tuple[dict[str, Any], dict[str, float],
@@ -104,7 +112,7 @@ class SroleEnv(ParallelEnv):  # type: ignore[misc]
         for job in rnd.jobs:
             cands = self.network.candidates(job.origin)
             act = np.asarray(actions.get(self.possible_agents[job.origin],
-                                         np.zeros(MAX_PARTS, dtype=np.int64)))
+                                         np.zeros(self.n_slots, dtype=np.int64)))
             places.append(Placement(tuple(cands[int(act[i]) % len(cands)]
                                           for i in range(len(job.partitions)))))
         dec = Decision(tuple(places), tuple(j.origin for j in rnd.jobs), (), 0, 0.0)
@@ -116,7 +124,8 @@ class SroleEnv(ParallelEnv):  # type: ignore[misc]
                 "jct_s": dict(zip((j.name for j in rnd.jobs), res.jct_s, strict=True))}
         self._t += 1
         done = self._t >= self.max_rounds
-        self._round = random_round(self.network, self.model, self.workload_pct, self._rng)
+        self._round = random_round(self.network, self.model, self.workload_pct, self._rng,
+                                   self.n_partitions)
         obs = self._observations()
         out = (obs, reward, dict.fromkeys(self.agents, False), dict.fromkeys(self.agents, done),
                {a: dict(info) for a in self.agents})

@@ -1,8 +1,14 @@
 """Training jobs from real models (§V-A) through `edgewise.nn` graph analysis, and the
 background PageRank load of the workload levels 50–100 %.
 
-A model's layer DAG is cut at its candidate partition points and grouped into at most
-``n_partitions`` contiguous partitions of balanced FLOPs. Per partition and per iteration at
+A model's layer DAG is cut at its candidate partition points; the segments between them are
+grouped into **model levels** (§III: "In each model level, a model partition consists of one
+or multiple disjoint layers, which can be executed in parallel"): a level is one segment with
+weights (a convolution, a dense layer, an LSTM, an Inception module of parallel branches)
+with the weight-free segments after it (activation, pooling, flatten), so VGG-16 has 16
+levels, GoogLeNet 11, the RNN 4. A job has one partition (task) per level, as the paper's
+action places each layer; ``n_partitions`` optionally groups the levels into at most that
+many contiguous partitions of balanced FLOPs instead. Per partition and per iteration at
 ``batch`` samples: ``gflop`` = 3 × forward FLOPs (backward ≈ 2 × forward); ``memory_mb`` =
 weights + gradients + momentum (3 × parameter bytes) + every activation of the batch (kept
 for the backward pass); ``out_mb`` = the activation of its last layer for the batch. CPU
@@ -34,6 +40,7 @@ __all__ = [
     "background_tasks",
     "cluster_jobs",
     "make_job",
+    "max_levels",
     "model_profile",
     "pagerank_jobs",
 ]
@@ -67,21 +74,30 @@ def _groups(flops: list[float], k: int) -> list[int]:
     return sorted({min(e, len(flops) - 1) for e in ends} | {len(flops) - 1})
 
 
-def model_profile(name: str, n_partitions: int = 6) -> ModelProfile:
-    """The profile of one of `srole_models` in ≤ ``n_partitions`` partitions.
+def _levels(seg_params: list[float]) -> list[int]:
+    """Index of the last segment of each model level: a level starts at a segment with
+    weights; weight-free segments join the level before them (leading ones the first)."""
+    ends = [k - 1 for k in range(1, len(seg_params)) if seg_params[k] > 0
+            and any(w > 0 for w in seg_params[:k])]
+    return [*ends, len(seg_params) - 1]
+
+
+def model_profile(name: str, n_partitions: int | None = None) -> ModelProfile:
+    """The profile of one of `srole_models`: one partition per model level, or with
+    ``n_partitions`` the levels grouped into ≤ ``n_partitions`` FLOP-balanced partitions.
 
     Raises
     ------
     ConfigError
         If the model is unknown or ``n_partitions`` < 1.
     """
-    if n_partitions < 1:
+    if n_partitions is not None and n_partitions < 1:
         raise ConfigError(f"must be at least 1, got {n_partitions}", field="n_partitions")
     return _profile(name, n_partitions)
 
 
 @lru_cache(maxsize=16)
-def _profile(name: str, n_partitions: int) -> ModelProfile:
+def _profile(name: str, n_partitions: int | None) -> ModelProfile:
     model, example = build_srole_model(name)
     dag = layer_dag(model, example)
     points: list[Hashable] = candidate_points(dag)
@@ -92,8 +108,13 @@ def _profile(name: str, n_partitions: int) -> ModelProfile:
         if d > 0:
             segs[bisect_left(cuts, d) - 1].append(v)
     at = dag.nodes
-    seg_flops = [float(sum(at[v]["flops"] for v in s)) for s in segs]
-    ends = _groups(seg_flops, n_partitions)
+    level_ends = _levels([float(sum(at[v]["param_bytes"] for v in s)) for s in segs])
+    ends = level_ends
+    if n_partitions is not None:
+        level_starts = [0, *(e + 1 for e in level_ends[:-1])]
+        level_flops = [float(sum(at[v]["flops"] for s in segs[a:b + 1] for v in s))
+                       for a, b in zip(level_starts, level_ends, strict=True)]
+        ends = [level_ends[g] for g in _groups(level_flops, n_partitions)]
     starts = [0, *(e + 1 for e in ends[:-1])]
     group = [[v for s in segs[a:b + 1] for v in s] for a, b in zip(starts, ends, strict=True)]
     return ModelProfile(
@@ -106,8 +127,9 @@ def _profile(name: str, n_partitions: int) -> ModelProfile:
 
 
 def make_job(name: str, model: str, origin: int, batch: int = 32, n_iterations: int = 50,
-             job_cpu: float = JOB_CPU, n_partitions: int = 6) -> Job:
-    """A training job of ``model`` initiated at node ``origin`` (see the module docstring)."""
+             job_cpu: float = JOB_CPU, n_partitions: int | None = None) -> Job:
+    """A training job of ``model`` initiated at node ``origin`` (see the module docstring):
+    one partition per model level unless ``n_partitions`` groups them."""
     if batch < 1:
         raise ConfigError(f"must be at least 1, got {batch}", field="batch")
     prof = model_profile(model, n_partitions)
@@ -121,8 +143,14 @@ def make_job(name: str, model: str, origin: int, batch: int = 32, n_iterations: 
                n_iterations=n_iterations)
 
 
+def max_levels(n_partitions: int | None = None) -> int:
+    """The most partitions a job of any of `srole_models` has (the largest level count)."""
+    return max(len(model_profile(m, n_partitions).gflop) for m in srole_models())
+
+
 def cluster_jobs(network: EdgeNetwork, model: str, rng: np.random.Generator,
-                 per_cluster: int = JOBS_PER_CLUSTER, **kwargs: int | float) -> tuple[Job, ...]:
+                 per_cluster: int = JOBS_PER_CLUSTER, n_partitions: int | None = None,
+                 **kwargs: int | float) -> tuple[Job, ...]:
     """§V-A: ``per_cluster`` jobs of ``model`` in every cluster, each initiated by a
     different randomly chosen node of the cluster."""
     if model not in srole_models():
@@ -133,7 +161,8 @@ def cluster_jobs(network: EdgeNetwork, model: str, rng: np.random.Generator,
         members = network.members(c)
         for k, origin in enumerate(rng.choice(members, size=min(per_cluster, len(members)),
                                               replace=False)):
-            jobs.append(make_job(f"{model}@c{c}.{k}", model, int(origin), **kwargs))  # type: ignore[arg-type]
+            jobs.append(make_job(f"{model}@c{c}.{k}", model, int(origin),
+                                 n_partitions=n_partitions, **kwargs))  # type: ignore[arg-type]
     return tuple(jobs)
 
 

@@ -38,9 +38,9 @@ from edgewise.nn.graph import layer_dag
 from edgewise.nn.models import make_optimizer
 from edgewise.runtime.ray_cluster import start_local
 
-__all__ = ["BENCH_BATCH", "BENCH_CUTS", "BENCH_WIDTH", "bench_model", "calibrate_host_gflops",
-           "digits_batches", "real_figures", "sequential_job", "spread_placement",
-           "srole_placement"]
+__all__ = ["BENCH_BATCH", "BENCH_WIDTH", "bench_model", "calibrate_host_gflops",
+           "digits_batches", "real_figures", "sequential_job", "sequential_levels",
+           "spread_placement", "srole_placement"]
 
 MB = 1e6
 
@@ -70,6 +70,15 @@ def digits_batches(batch_size: int, iterations: int,
         index = order[at:at + batch_size]
         at += batch_size
         yield train.x[index], train.y[index]
+
+
+def sequential_levels(model: nn.Sequential) -> tuple[int, ...]:
+    """Child boundaries of ``model``'s levels, by ``jobs.model_profile``'s rule: a level starts
+    at a child with weights; weight-free children (activation, pooling, flatten) join the
+    level before them. ``bench_model``: (0, 2, 6, 8, 9), four levels."""
+    weighted = [any(True for _ in child.parameters()) for child in model]
+    starts = [k for k in range(1, len(model)) if weighted[k] and any(weighted[:k])]
+    return (0, *starts, len(model))
 
 
 def sequential_job(model: nn.Sequential, cuts: Sequence[int], example: torch.Tensor,
@@ -138,7 +147,7 @@ def spread_placement(network: EdgeNetwork, job: Job) -> Placement:
     return Placement(tuple(hosts))
 
 
-BENCH_WIDTH, BENCH_BATCH, BENCH_CUTS = 32, 128, (0, 2, 5, 9)
+BENCH_WIDTH, BENCH_BATCH = 32, 128
 OPTIMIZER, LR = "adam", 0.005
 
 
@@ -181,24 +190,26 @@ def _figures(prefix: str, run: MPRun, job: Job, placement: Placement,
         f"{prefix}transfer_s_per_iteration": round(run.mean_transfer_s, 4),
         pred("transfer_s_per_iteration"): round(transfer, 4),
         f"{prefix}distinct_nodes": float(len(set(placement.nodes))),
+        f"{prefix}stages": float(len(run.devices)),
     }
 
 
 def real_figures(seed: int = 0, quick: bool = False,
                  progress: Callable[[str, float], None] | None = None) -> dict[str, float]:
     """Train the bench CNN for real on a 5-node Table I network (seed) where
-    :func:`spread_placement` puts its three partitions (keys ``real_*``) and, unless
-    ``quick``, where SROLE-C places them (``real_srole_*``); compare the mean iteration
-    times with the environment's ``iteration_time_s`` for the same job, placements and
-    nodes, the host's GFLOP/s calibrated by :func:`calibrate_host_gflops` (see
-    docs/srole-runtime.md)."""
+    :func:`spread_placement` puts its four levels (keys ``real_*``) and, unless ``quick``,
+    where SROLE-C places them (``real_srole_*``), one stage actor per run of consecutive
+    levels on one node; compare the mean iteration times with the environment's
+    ``iteration_time_s`` for the same job, placements and nodes, the host's GFLOP/s
+    calibrated by :func:`calibrate_host_gflops` (see docs/srole-runtime.md)."""
     say = progress or (lambda _msg, _frac: None)
     rng = np.random.default_rng(seed)
     network = random_network(5, rng, "container")
     most = max(len(network.neighbours(j)) for j in range(network.n))
     origin = int(rng.choice([j for j in range(network.n) if len(network.neighbours(j)) == most]))
     model = bench_model(seed, BENCH_WIDTH)
-    job = sequential_job(model, BENCH_CUTS, torch.zeros(1, 1, 8, 8), BENCH_BATCH, origin)
+    cuts = sequential_levels(model)
+    job = sequential_job(model, cuts, torch.zeros(1, 1, 8, 8), BENCH_BATCH, origin)
     batches = list(digits_batches(BENCH_BATCH, 8 if quick else 20, seed))
     say("calibrating the host's GFLOP/s; placing with SROLE-C", 0.05)
     config = network_emulation(network)
@@ -207,13 +218,13 @@ def real_figures(seed: int = 0, quick: bool = False,
     placements = {"real_": spread_placement(network, job)}
     if not quick:
         placements["real_srole_"] = srole_placement(network, job, seed)
-    out = {"real_host_gflops": round(host_gflops, 2), "real_stages": float(len(job.partitions)),
+    out = {"real_host_gflops": round(host_gflops, 2), "real_levels": float(len(job.partitions)),
            "real_iterations": float(len(batches))}
     runtime = start_local(network_cluster(network), config)
     try:
         for k, (prefix, placement) in enumerate(placements.items()):
             say(f"training on emulated nodes {placement.nodes}", 0.2 + 0.4 * k)
-            run = run_placement(runtime, network, job, placement, model, BENCH_CUTS, batches,
+            run = run_placement(runtime, network, job, placement, model, cuts, batches,
                                 optimizer=OPTIMIZER, lr=LR)
             out |= _figures(prefix, run, job, placement, env)
             out |= {f"{prefix}loss_first": round(run.losses[0], 4),

@@ -1,6 +1,7 @@
 """Carry a placement out as real model-parallel training (SROLE §IV-A, the model parallelism
-of [8]): one stage actor per layer partition on the partition's device, forward activations
-down the chain, activation gradients back up, each stage stepping its own optimizer."""
+of [8]): one stage actor per maximal run of consecutive partitions (model levels) placed on
+the same device, forward activations down the chain, activation gradients back up, each
+stage stepping its own optimizer."""
 
 from __future__ import annotations
 
@@ -33,7 +34,7 @@ from edgewise.runtime.ray_cluster import RayRuntime
 from edgewise.runtime.transport import decode_state_dict
 
 __all__ = ["MPRun", "ModelParallelTrainer", "network_cluster", "network_emulation",
-           "run_placement", "train_model_parallel"]
+           "run_placement", "stage_runs", "train_model_parallel"]
 
 Batch = tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]
 
@@ -244,13 +245,26 @@ def network_emulation(network: EdgeNetwork, host_cores: int | None = None) -> Em
     return EmulationConfig(host_speed=speed, host_cores=host_cores)
 
 
+def stage_runs(placement: Placement) -> tuple[tuple[int, int], ...]:
+    """The maximal runs of consecutive partitions placed on one node, as half-open index
+    ranges ``(first, end)``: one stage actor each. Nothing crosses a link inside a run, so
+    the environment's ``iteration_time_s`` of the placement is that of the runs."""
+    runs: list[tuple[int, int]] = []
+    for i, host in enumerate(placement.nodes):
+        if runs and placement.nodes[runs[-1][0]] == host:
+            runs[-1] = (runs[-1][0], i + 1)
+        else:
+            runs.append((i, i + 1))
+    return tuple(runs)
+
+
 def run_placement(runtime: RayRuntime, network: EdgeNetwork, job: Job, placement: Placement,
                   model: nn.Module, cuts: Sequence[int], batches: Iterable[Batch],
                   **options: Any) -> MPRun:
-    """Train ``model`` split at ``cuts`` (one partition per ``job.partitions``) where
-    ``placement`` puts the job's partitions, on a runtime started from
-    ``network_cluster(network)``; each stage reserves its partition's ``memory_mb`` on its
-    node and the batches originate at the job's origin node.
+    """Train ``model`` split at ``cuts`` (one part per ``job.partitions``, e.g. per model
+    level) where ``placement`` puts the job's partitions, on a runtime started from
+    ``network_cluster(network)``: one stage actor per :func:`stage_runs` run, on its node,
+    reserving its partitions' ``memory_mb``; the batches originate at the job's origin node.
 
     Raises
     ------
@@ -271,6 +285,8 @@ def run_placement(runtime: RayRuntime, network: EdgeNetwork, job: Job, placement
             raise InfeasibleError(f"node {network.nodes[j].name} has "
                                   f"{network.nodes[j].memory_mb:g} MB; its partitions need "
                                   f"{need} MB")
-    devices = [network.nodes[j].name for j in placement.nodes]
-    return train_model_parallel(runtime, model, cuts, devices, batches, memory_mb=memory,
+    runs = stage_runs(placement)
+    devices = [network.nodes[placement.nodes[a]].name for a, _ in runs]
+    return train_model_parallel(runtime, model, [cuts[a] for a, _ in runs] + [cuts[-1]],
+                                devices, batches, memory_mb=[sum(memory[a:b]) for a, b in runs],
                                 origin=network.nodes[job.origin].name, **options)

@@ -59,10 +59,11 @@ class RoundResult:
 
 
 def random_round(network: EdgeNetwork, model: str, workload_pct: float,
-                 rng: np.random.Generator) -> Round:
-    """A round of §V-A: 3 jobs of ``model`` per cluster at random origins, and the PageRank
-    background of ``workload_pct`` on random nodes."""
-    return Round(network, cluster_jobs(network, model, rng),
+                 rng: np.random.Generator, n_partitions: int | None = None) -> Round:
+    """A round of §V-A: 3 jobs of ``model`` per cluster at random origins (one partition per
+    model level, or ``n_partitions`` groups of levels), and the PageRank background of
+    ``workload_pct`` on random nodes."""
+    return Round(network, cluster_jobs(network, model, rng, n_partitions=n_partitions),
                  background_tasks(network, workload_pct, rng))
 
 
@@ -133,14 +134,14 @@ def play_round(method: Method, rnd: Round, agents: Sequence[QAgent], rng: np.ran
 
 def pretrain(method: Method, models: Sequence[str], rng: np.random.Generator,
              rounds: int = 300, workload_pct: float = 100.0,
-             kappa: float = KAPPA) -> QAgent:
+             kappa: float = KAPPA, n_partitions: int | None = None) -> QAgent:
     """Offline pre-training (§IV-B: "The RL is initially pre-trained and distributed to each
     edge node"): one shared Q-table learns from every agent's decisions, exploring, on a fresh
     `pretraining_network` (§V-A's "RL Training" ranges, 2–10 nodes) each round; it is then
-    copied to every node."""
+    copied to every node. Jobs as in :func:`random_round` (``n_partitions``)."""
     shared = QAgent()
     for k in range(rounds):
         net = pretraining_network(rng)
-        rnd = random_round(net, models[k % len(models)], workload_pct, rng)
+        rnd = random_round(net, models[k % len(models)], workload_pct, rng, n_partitions)
         play_round(method, rnd, [shared] * net.n, rng, kappa=kappa)
     return shared
