@@ -52,15 +52,6 @@ def _root(
     """edgewise: where and how deep-learning work runs at the edge."""
 
 
-def _add_group(app: typer.Typer, name: str) -> None:
-    module = importlib.import_module(GROUPS[name])
-    if name == "pipeline":  # plan and run live in their own module (Ray, torch)
-        runs = importlib.import_module("edgewise.cli.pipeline_run")
-        module.app.command("plan")(runs.plan)
-        module.app.command("run")(runs.run)
-    app.add_typer(module.app, name=name)
-
-
 def build_app(only: str | None = None) -> typer.Typer:
     """The root app with every group and command, or only the one called ``only``
     (``""``: none, for ``--version``)."""
@@ -73,7 +64,7 @@ def build_app(only: str | None = None) -> typer.Typer:
     app.callback()(_root)
     for name in GROUPS:
         if only in (None, name):
-            _add_group(app, name)
+            app.add_typer(importlib.import_module(GROUPS[name]).app, name=name)
     for name, (module, function) in COMMANDS.items():
         if only in (None, name):
             app.command(name)(getattr(importlib.import_module(module), function))

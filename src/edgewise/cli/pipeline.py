@@ -10,6 +10,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
+from edgewise.cli import pipeline_run
 from edgewise.cli.common import out, user_errors
 from edgewise.nn.graph import (
     candidate_points,
@@ -68,3 +69,7 @@ def analyze(
                       f"{r['transfer_bytes'] / 1e3:,.1f}",
                       f"{r['cumulative_memory_bytes'] / 1e6:,.2f}")
     out.print(table)
+
+
+app.command("plan")(pipeline_run.plan)
+app.command("run")(pipeline_run.run)
