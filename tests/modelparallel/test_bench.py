@@ -32,3 +32,24 @@ def test_tiny_bench_is_deterministic_and_has_its_keys(tmp_path: Path) -> None:
     assert seen == sorted(seen) and seen[-1] == 1.0
     assert sorted(p.name for p in tmp_path.iterdir()) == [
         "collisions.png", "jct.png", "overhead.png", "tasks.png", "utilisation.png"]
+
+
+def test_partitions_group_every_job_of_the_bench() -> None:
+    """--partitions 1: each job is one task, so a device hosts at most its cluster's three
+    jobs plus PageRank workers; one task per level puts VGG-16's 16 levels somewhere."""
+    from dataclasses import replace
+
+    one = run_srole_bench(seed=3, include_real=False, protocol=replace(TINY, partitions=1))
+    levels = run_srole_bench(seed=3, include_real=False, protocol=TINY)
+    assert one["protocol"]["partitions"] == 1  # type: ignore[index]
+    assert levels["protocol"]["partitions"] is None  # type: ignore[index]
+
+    def most_tasks(result: dict[str, object]) -> int:
+        load = result["load"]
+        assert isinstance(load, dict)
+        return max(row["tasks_max"] for per_method in load["vgg-16"].values()
+                   for row in per_method.values())
+
+    pagerank_workers_max = 6 * 3  # 100 % workload: 6 jobs × 3 workers, all on one node at most
+    assert most_tasks(one) <= 3 + pagerank_workers_max
+    assert most_tasks(levels) > most_tasks(one)

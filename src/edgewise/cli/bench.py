@@ -150,10 +150,16 @@ def srole(
     real: bool = typer.Option(True, "--real/--no-real",
                               help="include real model-parallel training on Ray"),
     plots: Path = PlotsOpt,
+    partitions: int | None = typer.Option(
+        None, "--partitions", min=1, max=64,
+        help="group each job's model levels into at most this many partitions "
+             "(default: one partition per model level, §III)"),
 ) -> None:
     """SROLE §V: job completion time vs edges for three models, tasks per device,
     utilisation, shield overhead, collisions vs κ, and a real model-parallel placement."""
+    from functools import partial
+
     from edgewise.modelparallel.bench import run_srole_bench
 
-    _problem_bench("srole", run_srole_bench, as_json=as_json, seed=seed, quick=quick,
-                   real=real, plots=plots)
+    _problem_bench("srole", partial(run_srole_bench, partitions=partitions), as_json=as_json,
+                   seed=seed, quick=quick, real=real, plots=plots)

@@ -44,31 +44,35 @@ Figure = dict[str, Any]
 
 @dataclass(frozen=True, slots=True)
 class Protocol:
-    """Sizes of the protocol: edge counts, workloads (%), κ values, pre-training rounds and
-    online rounds per case."""
+    """Sizes of the protocol: edge counts, workloads (%), κ values, pre-training rounds,
+    online rounds per case and ``partitions`` (None: one task per model level, §III; N: the
+    levels grouped into at most N partitions, `jobs.cluster_jobs`)."""
 
     edges: tuple[int, ...]
     workloads: tuple[float, ...]
     kappas: tuple[float, ...]
     pretrain: int
     rounds: int
+    partitions: int | None = None
 
 
-def _protocol(quick: bool) -> Protocol:
+def _protocol(quick: bool, partitions: int | None = None) -> Protocol:
     if quick:
-        return Protocol((5, 25), (100.0,), (50.0, 100.0), pretrain=300, rounds=20)
+        return Protocol((5, 25), (100.0,), (50.0, 100.0), pretrain=300, rounds=20,
+                        partitions=partitions)
     return Protocol((5, 10, 15, 20, 25), (60.0, 80.0, 100.0), (25.0, 50.0, 100.0, 200.0),
-                    pretrain=1500, rounds=60)
+                    pretrain=1500, rounds=60, partitions=partitions)
 
 
 def _online(name: str, base: QAgent, n_edges: int, model: str, workload: float, rounds: int,
-            seed: int, kappa: float = KAPPA) -> list[RoundResult]:
+            seed: int, kappa: float = KAPPA, partitions: int | None = None
+            ) -> list[RoundResult]:
     """One method on one network: the same rounds for every method (seeded by the case);
     greedy actions with online learning (§IV-B)."""
     case = [seed, n_edges, int(workload), srole_models().index(model)]
     net = random_network(n_edges, np.random.default_rng([*case, 0]))
     gen = np.random.default_rng([*case, 1])
-    rnds = [random_round(net, model, workload, gen) for _ in range(rounds)]
+    rnds = [random_round(net, model, workload, gen, partitions) for _ in range(rounds)]
     agents = [base.copy() for _ in range(net.n)]
     act = np.random.default_rng([*case, 2])
     method = get_method(name)
@@ -91,7 +95,8 @@ def _jct_figure(bases: dict[str, QAgent], p: Protocol, seed: int,
         for n_edges in p.edges:
             tick(f"JCT: {model}, {n_edges} edges")
             for name in METHOD_NAMES:
-                res = _online(name, bases[name], n_edges, model, 100.0, p.rounds, seed)
+                res = _online(name, bases[name], n_edges, model, 100.0, p.rounds, seed,
+                              partitions=p.partitions)
                 jct[model][name].append(float(np.median([np.mean(r.jct_s) for r in res])))
                 if n_edges == max(p.edges):
                     at25[name] += res
@@ -108,7 +113,8 @@ def _load_figure(bases: dict[str, QAgent], p: Protocol, seed: int,
         for w in p.workloads:
             tick(f"load: {model}, {w:.0f} %")
             for name in METHOD_NAMES:
-                res = _online(name, bases[name], top, model, w, p.rounds // 2, seed)
+                res = _online(name, bases[name], top, model, w, p.rounds // 2, seed,
+                              partitions=p.partitions)
                 tasks = [t for r in res for t in r.tasks if t > 0]
                 u = np.concatenate([r.utilisation for r in res])
                 out[model].setdefault(name, {})[f"{w:.0f}"] = {
@@ -132,9 +138,11 @@ def _kappa_figure(bases: dict[str, QAgent], p: Protocol, seed: int,
             base = bases[name]
             if name.startswith("srole") and kappa != KAPPA:
                 base = pretrain(get_method(name), srole_models(), np.random.default_rng(
-                    [seed, int(kappa), 3]), rounds=p.pretrain, kappa=kappa)
+                    [seed, int(kappa), 3]), rounds=p.pretrain, kappa=kappa,
+                    n_partitions=p.partitions)
             res = [r for m in srole_models()
-                   for r in _online(name, base, top, m, 100.0, p.rounds, seed, kappa)]
+                   for r in _online(name, base, top, m, 100.0, p.rounds, seed, kappa,
+                                    p.partitions)]
             row[name] = {"collisions": _mean([r.collisions_after for r in res]),
                          "proposed_collisions": _mean([r.collisions for r in res]),
                          "unsafe_proposed": _mean([r.unsafe for r in res]),
@@ -177,18 +185,21 @@ def _headline(jct: Figure, kappa_fig: Figure, overhead: Figure) -> Figure:
 
 def run_srole_bench(seed: int = 0, quick: bool = False, include_real: bool = True,
                     progress: Progress | None = None, plots_dir: Path | None = None,
-                    protocol: Protocol | None = None) -> dict[str, object]:
+                    protocol: Protocol | None = None, partitions: int | None = None
+                    ) -> dict[str, object]:
     """Run the protocol of the module docstring; returns the figures and the headline keys
     (``jct_reduction_*``, ``collision_reduction_*``; ``shield_seconds_ratio_d_to_c``: the
     shields' critical-path wall seconds on identical joint actions, fastest of 15 repeats,
     SROLE-D over SROLE-C (`shield_timing`); ``shield_ops_ratio_d_to_c``: the same in
     deterministic elementary checks) and, when ``include_real``, the real
     model-parallel measurements of `edgewise.modelparallel.realbench.real_figures`.
-    ``protocol`` overrides the sizes (tests). Keys ending in ``wall_s``/``wall_ratio_d_to_c``,
+    ``protocol`` overrides the sizes (tests); ``partitions`` groups each job's levels into
+    at most that many tasks (default: one task per level). Keys ending in
+    ``wall_s``/``wall_ratio_d_to_c``,
     ``shield_seconds_ratio_d_to_c``, ``overhead.shield_fastest_s`` and ``bench_seconds``
     are measured wall-clock; every other number is the same for the
     same seed."""
-    p = protocol or _protocol(quick)
+    p = protocol or _protocol(quick, partitions)
     steps = 5 + len(srole_models()) * (len(p.edges) + len(p.workloads)) + len(p.kappas)
     done = [0]
     t0 = time.perf_counter()
@@ -204,13 +215,14 @@ def run_srole_bench(seed: int = 0, quick: bool = False, include_real: bool = Tru
     for name in METHOD_NAMES:
         tick(f"pre-training {name}")
         bases[name] = pretrain(get_method(name), srole_models(), np.random.default_rng(
-            [seed, 100]), rounds=p.pretrain)
+            [seed, 100]), rounds=p.pretrain, n_partitions=p.partitions)
     jct, at25 = _jct_figure(bases, p, seed, tick)
     load = _load_figure(bases, p, seed, tick)
     kappa_fig = _kappa_figure(bases, p, seed, tick)
     overhead = _overhead(at25)
     tick("shield timing")
-    timed = shield_seconds(srole_models(), max(p.edges), min(p.rounds, 10), seed)
+    timed = shield_seconds(srole_models(), max(p.edges), min(p.rounds, 10), seed,
+                           n_partitions=p.partitions)
     overhead["shield_fastest_s"] = timed
     result: dict[str, object] = {**_headline(jct, kappa_fig, overhead),
                                  "shield_seconds_ratio_d_to_c": timed["srole-d"] / timed["srole-c"],

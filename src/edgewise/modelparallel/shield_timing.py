@@ -42,9 +42,10 @@ def _fastest(shield: ShieldFn, rnd: Round, proposed: tuple[Placement, ...],
 
 
 def shield_seconds(models: Sequence[str], n_edges: int, rounds: int, seed: int,
-                   repeats: int = 15) -> dict[str, float]:
+                   repeats: int = 15, n_partitions: int | None = None) -> dict[str, float]:
     """Summed fastest-of-``repeats`` wall seconds of each shield over ``rounds`` random
-    joint actions per model on one ``n_edges`` network at 100 % background workload."""
+    joint actions per model on one ``n_edges`` network at 100 % background workload (jobs
+    as in `sim.random_round`, ``n_partitions``)."""
     shields: dict[str, ShieldFn] = {"srole-c": centralized_shield,
                                     "srole-d": decentralized_shield}
     totals = dict.fromkeys(shields, 0.0)
@@ -52,7 +53,7 @@ def shield_seconds(models: Sequence[str], n_edges: int, rounds: int, seed: int,
         net = random_network(n_edges, np.random.default_rng([seed, n_edges, m, 7]))
         gen = np.random.default_rng([seed, n_edges, m, 8])
         for _ in range(rounds):
-            rnd = random_round(net, model, 100.0, gen)
+            rnd = random_round(net, model, 100.0, gen, n_partitions)
             proposed = random_proposals(rnd, gen)
             for name, shield in shields.items():
                 totals[name] += _fastest(shield, rnd, proposed, repeats)
