@@ -209,3 +209,21 @@ def test_version_and_bench_help_do_not_import_torch() -> None:
         done = subprocess.run([sys.executable, "-c", code.format(arg)], capture_output=True,
                               text=True, check=True, timeout=120)
         assert done.stdout.strip().splitlines()[-1] == "False False", (arg, done.stdout)
+
+
+def test_command_listings_are_one_paragraph_on_one_line() -> None:
+    """Typer's rich listings keep a docstring's line breaks; every listed command gets its
+    first paragraph joined, whatever group it sits in."""
+    from edgewise.cli import build_app
+
+    full = build_app()
+    infos = list(full.registered_commands)
+    for group in full.registered_groups:
+        assert group.typer_instance is not None
+        infos += group.typer_instance.registered_commands
+    assert len(infos) > 20
+    for info in infos:
+        assert info.short_help, info.name
+        assert "\n" not in info.short_help and "  " not in info.short_help, info.name
+    update = CliRunner().invoke(app, ["update", "--help"], env={"COLUMNS": "200"})
+    assert "predicted epoch time and predicted pressure on each background app" in update.stdout

@@ -8,6 +8,7 @@ therefore builds the root app with only the group or command named on the comman
 from __future__ import annotations
 
 import importlib
+import inspect
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -52,6 +53,24 @@ def _root(
     """edgewise: where and how deep-learning work runs at the edge."""
 
 
+def _listing(doc: str | None) -> str | None:
+    """A docstring's first paragraph on one line: Typer's rich command listings keep the
+    docstring's own line breaks, which the terminal then wraps again."""
+    if not doc:
+        return None
+    return " ".join(inspect.cleandoc(doc).split("\n\n")[0].split())
+
+
+def _one_line_listings(app: typer.Typer) -> None:
+    """Give every command of ``app`` and of its groups a one-line ``short_help``."""
+    for info in app.registered_commands:
+        if info.short_help is None:
+            info.short_help = _listing(info.help or inspect.getdoc(info.callback))
+    for group in app.registered_groups:
+        if group.typer_instance is not None:
+            _one_line_listings(group.typer_instance)
+
+
 def build_app(only: str | None = None) -> typer.Typer:
     """The root app with every group and command, or only the one called ``only``
     (``""``: none, for ``--version``)."""
@@ -68,6 +87,7 @@ def build_app(only: str | None = None) -> typer.Typer:
     for name, (module, function) in COMMANDS.items():
         if only in (None, name):
             app.command(name)(getattr(importlib.import_module(module), function))
+    _one_line_listings(app)
     return app
 
 
