@@ -227,3 +227,11 @@ def test_command_listings_are_one_paragraph_on_one_line() -> None:
         assert "\n" not in info.short_help and "  " not in info.short_help, info.name
     update = CliRunner().invoke(app, ["update", "--help"], env={"COLUMNS": "200"})
     assert "predicted epoch time and predicted pressure on each background app" in update.stdout
+
+
+def test_serve_refuses_a_non_loopback_host_before_starting_anything() -> None:
+    start = time.perf_counter()
+    result = runner.invoke(app, ["serve", "--host", "0.0.0.0", "--port", "8765"])
+    assert result.exit_code == 2
+    assert "--allow-remote" in result.output and "manager for cluster" not in result.output
+    assert time.perf_counter() - start < 5.0  # no Ray cluster was started

@@ -57,3 +57,11 @@ def test_agents_of_another_method_are_refused(tmp_path: Path) -> None:
                                str(path)]).exit_code == 0
     res = runner.invoke(app, ["place", "-m", "srole-c", "--agents", str(path)])
     assert res.exit_code == 2 and "--agents" in res.output
+
+
+@pytest.mark.parametrize("args", [["place", "--model", "alexnet"], ["place", "-m", "magic"],
+                                  ["simulate", "--model", "alexnet"], ["simulate", "-m", "magic"]])
+def test_unknown_names_are_reported_before_any_pre_training(args: list[str]) -> None:
+    res = runner.invoke(app, args)  # default 600 pre-training rounds, never started
+    assert res.exit_code == 2
+    assert "unknown" in res.output and "pre-training" not in res.output

@@ -12,6 +12,7 @@ from edgewise.cli.common import err, out, state_dir, user_errors
 from edgewise.errors import ConfigError
 from edgewise.modelparallel.agents import QAgent, load_agents, save_agents
 from edgewise.modelparallel.bench import METHOD_NAMES
+from edgewise.modelparallel.jobs import check_model
 from edgewise.modelparallel.network import random_network
 from edgewise.modelparallel.policies import get_method
 from edgewise.modelparallel.sim import KAPPA, RoundResult, play_round, pretrain, random_round
@@ -40,6 +41,7 @@ def _agents_path(method: str) -> Path:
 def _trained(method: str, agents: Path | None, rounds: int, seed: int,
              parts: int | None = None) -> QAgent:
     """The saved agent for ``method`` (``agents`` or the state directory), else pre-train."""
+    get_method(method)  # an unknown method is reported before anything is read or trained
     path = agents or _agents_path(method)
     if path.exists():
         saved, loaded = load_agents(path)
@@ -92,6 +94,7 @@ def place_command(method: str = MethodOpt, model: str = ModelOpt, edges: int = E
                   agents: Path | None = typer.Option(None, help="agents saved by `train`"),
                   parts: int | None = PartsOpt) -> None:
     """Place one round of jobs (3 per cluster) on a random Table I network and print it."""
+    check_model(model)
     base = _trained(method, agents, rounds, seed, parts)
     rng = np.random.default_rng([seed, 1])
     net = random_network(edges, rng)
@@ -143,6 +146,9 @@ def simulate_command(
     online: int = typer.Option(40, min=1, max=10_000, help="online rounds"),
     rounds: int = RoundsOpt, seed: int = SeedOpt, parts: int | None = PartsOpt) -> None:
     """Pre-train each method, then run it online on the same random network and rounds."""
+    check_model(model)
+    for name in method:
+        get_method(name)
     out.print(results_table(_simulate(method, model, edges, workload, online, rounds, seed,
                                       parts)))
 

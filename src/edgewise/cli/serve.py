@@ -11,6 +11,7 @@ from edgewise.cluster.schema import load_cluster
 from edgewise.runtime.health import StrikeLedger
 from edgewise.runtime.ray_cluster import start_local
 from edgewise.service import serve as run_server
+from edgewise.service.app import check_bind
 from edgewise.service.continual_api import continual_router
 from edgewise.service.ray_backend import RayJobBackend
 from edgewise.service.sites_api import sites_router
@@ -30,6 +31,7 @@ def serve(
     heartbeat: float = typer.Option(1.0, help="heartbeat period, seconds"),
 ) -> None:
     """Start the emulated cluster and serve the manager API (bearer token required)."""
+    check_bind(host, port, allow_remote)
     spec = load_cluster(cluster)
     runtime = start_local(spec)
     state = state_dir()

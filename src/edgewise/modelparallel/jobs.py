@@ -38,6 +38,7 @@ __all__ = [
     "PAGERANK_MEMORY_MB",
     "ModelProfile",
     "background_tasks",
+    "check_model",
     "cluster_jobs",
     "make_job",
     "max_levels",
@@ -148,14 +149,19 @@ def max_levels(n_partitions: int | None = None) -> int:
     return max(len(model_profile(m, n_partitions).gflop) for m in srole_models())
 
 
+def check_model(model: str) -> None:
+    """ConfigError naming the known models unless ``model`` is one of SROLE's (§V-A)."""
+    if model not in srole_models():
+        raise ConfigError(f"unknown model {model!r}; known: {', '.join(srole_models())}",
+                          field="model")
+
+
 def cluster_jobs(network: EdgeNetwork, model: str, rng: np.random.Generator,
                  per_cluster: int = JOBS_PER_CLUSTER, n_partitions: int | None = None,
                  **kwargs: int | float) -> tuple[Job, ...]:
     """§V-A: ``per_cluster`` jobs of ``model`` in every cluster, each initiated by a
     different randomly chosen node of the cluster."""
-    if model not in srole_models():
-        raise ConfigError(f"unknown model {model!r}; known: {', '.join(srole_models())}",
-                          field="model")
+    check_model(model)
     jobs = []
     for c in range(network.n_clusters):
         members = network.members(c)

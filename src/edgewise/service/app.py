@@ -21,7 +21,8 @@ from edgewise.service.auth import bearer_dependency, load_or_create_token, token
 from edgewise.service.backend import JobBackend
 from edgewise.service.schemas import JOB_ID_PATTERN, JobStatus, TrainJobSpec
 
-__all__ = ["API_PREFIX", "BodySizeLimit", "create_app", "get_backend", "make_server", "serve"]
+__all__ = ["API_PREFIX", "BodySizeLimit", "check_bind", "create_app", "get_backend", "make_server",
+           "serve"]
 
 API_PREFIX = "/api/v1"
 DEFAULT_MAX_BODY_BYTES = 64 * 1024
@@ -230,6 +231,17 @@ def _is_loopback(host: str) -> bool:
         return False
 
 
+def check_bind(host: str, port: int, allow_remote: bool) -> None:
+    """ConfigError unless ``host`` is a loopback address (or ``allow_remote``) and ``port``
+    a TCP port: the manager is not exposed by accident."""
+    if not _is_loopback(host) and not allow_remote:
+        raise ConfigError(
+            f"{host!r} is not a loopback address; pass --allow-remote (allow_remote=True) to "
+            "expose the API", field="host")
+    if not 0 <= port <= 65535:
+        raise ConfigError(f"{port} is not a TCP port", field="port")
+
+
 def make_server(
     backend: JobBackend,
     *,
@@ -242,13 +254,7 @@ def make_server(
 ) -> uvicorn.Server:
     """A configured uvicorn server for the API (plus ``routers``, as in :func:`create_app`);
     ConfigError for a host it must not bind."""
-    if not _is_loopback(host) and not allow_remote:
-        raise ConfigError(
-            f"{host!r} is not a loopback address; pass allow_remote=True to expose the API",
-            field="host",
-        )
-    if not 0 <= port <= 65535:
-        raise ConfigError(f"{port} is not a TCP port", field="port")
+    check_bind(host, port, allow_remote)
     token = load_or_create_token(token_path)
     app = create_app(backend, token, max_body_bytes=max_body_bytes, routers=routers)
     config = uvicorn.Config(
