@@ -235,3 +235,17 @@ def test_serve_refuses_a_non_loopback_host_before_starting_anything() -> None:
     assert result.exit_code == 2
     assert "--allow-remote" in result.output and "manager for cluster" not in result.output
     assert time.perf_counter() - start < 5.0  # no Ray cluster was started
+
+
+@pytest.mark.parametrize("args", [["bench", "srole", "--quick", "--plots"],
+                                  ["bench", "ekya", "--quick", "--plots"],
+                                  ["bench", "deep-edge", "--experiments", "1", "--histogram"]])
+def test_bench_output_paths_are_checked_before_the_benchmark_runs(
+        tmp_path: Path, args: list[str]) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    start = time.perf_counter()
+    result = runner.invoke(app, [*args, str(blocker / "out" / "x.png")])
+    assert result.exit_code == 2, result.output
+    assert "cannot create" in result.output and "Traceback" not in result.output
+    assert time.perf_counter() - start < 5.0
