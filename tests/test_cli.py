@@ -239,8 +239,11 @@ def test_serve_refuses_a_non_loopback_host_before_starting_anything() -> None:
 
 @pytest.mark.parametrize("args", [["bench", "srole", "--quick", "--plots"],
                                   ["bench", "ekya", "--quick", "--plots"],
-                                  ["bench", "deep-edge", "--experiments", "1", "--histogram"]])
-def test_bench_output_paths_are_checked_before_the_benchmark_runs(
+                                  ["bench", "deep-edge", "--experiments", "1", "--histogram"],
+                                  ["profile", "--quick", "--output"],
+                                  ["update", "fit", "README.md", "--device-type", "jetson-nano",
+                                   "--output"]])
+def test_output_paths_are_checked_before_the_work_runs(
         tmp_path: Path, args: list[str]) -> None:
     blocker = tmp_path / "a-file"
     blocker.write_text("not a folder")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Callable
 from pathlib import Path
 
@@ -11,8 +10,7 @@ import typer
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from edgewise.cli.common import err, out, state_dir, user_errors
-from edgewise.errors import ConfigError
+from edgewise.cli.common import err, out, state_dir, user_errors, writable_folder
 
 __all__ = ["app"]
 
@@ -23,18 +21,6 @@ app = typer.Typer(help="Benchmarks; each prints a table, or one JSON object with
 JsonOpt = typer.Option(False, "--json", help="print one JSON object on stdout")
 QuickOpt = typer.Option(False, "--quick", help="fewer points per sweep")
 PlotsOpt = typer.Option(None, help="folder for the PNG plots (default: state dir)")
-
-
-def _writable(folder: Path, field: str) -> Path:
-    """``folder``, created if need be; a ConfigError naming ``field`` before any work is done
-    if it cannot be written (a long benchmark must not fail at its last step)."""
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise ConfigError(f"cannot create {folder}: {exc.strerror}", field=field) from None
-    if not os.access(folder, os.W_OK | os.X_OK):
-        raise ConfigError(f"cannot write to {folder}", field=field)
-    return folder
 
 
 def _emit(figures: dict[str, object], as_json: bool, title: str) -> None:
@@ -91,7 +77,7 @@ def deep_edge(
     from edgewise.update.bench import run_deep_edge_bench
 
     png = histogram or state_dir() / "bench" / "deep-edge-speedup.png"
-    _writable(png.parent, "--histogram")
+    writable_folder(png.parent, "--histogram")
     figures = _with_bar("deep-edge", lambda progress: run_deep_edge_bench(
         experiments=experiments, seed=seed, fit_budget_s=fit_budget, histogram=png,
         progress=progress))
@@ -121,7 +107,7 @@ ProblemBench = Callable[..., dict[str, object]]
 def _problem_bench(name: str, runner: ProblemBench, *, as_json: bool, seed: int, quick: bool,
                    real: bool, plots: Path | None) -> None:
     """The shared body of `bench ekya|okita|srole`: one runner signature, one bar, one emit."""
-    folder = _writable(plots or state_dir() / "bench" / name, "--plots")
+    folder = writable_folder(plots or state_dir() / "bench" / name, "--plots")
     figures = _with_bar(name, lambda progress: runner(
         seed=seed, quick=quick, include_real=real, progress=progress, plots_dir=folder))
     _emit(figures, as_json, f"edgewise bench {name}")

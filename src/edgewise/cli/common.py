@@ -12,9 +12,9 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from edgewise.errors import EdgewiseError
+from edgewise.errors import ConfigError, EdgewiseError
 
-__all__ = ["err", "out", "state_dir", "user_errors"]
+__all__ = ["err", "out", "state_dir", "user_errors", "writable_folder"]
 
 out = Console()
 err = Console(stderr=True)
@@ -38,6 +38,18 @@ def user_errors(fn: Callable[P, R]) -> Callable[P, R]:
             raise typer.Exit(130) from None
 
     return wrapper
+
+
+def writable_folder(folder: Path, field: str) -> Path:
+    """``folder``, created if need be; a ConfigError naming ``field`` before any work is done
+    if it cannot be written (a long job must not fail at its last step)."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(f"cannot create {folder}: {exc.strerror}", field=field) from None
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise ConfigError(f"cannot write to {folder}", field=field)
+    return folder
 
 
 def state_dir() -> Path:

@@ -10,7 +10,7 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from edgewise.cli.common import err, out, user_errors
+from edgewise.cli.common import err, out, user_errors, writable_folder
 from edgewise.perf.profiler import ProfileResult, default_config, quick_config
 from edgewise.perf.profiler import profile as run_profile
 
@@ -68,6 +68,7 @@ def profile(
 ) -> None:
     """Profile the model-update task (DigitsCNN training steps) on this host under CPU and
     memory stress points with the SIFT app co-located (Deep-Edge §IV-B1)."""
+    writable_folder(output.parent, "--output")
     config = (quick_config if quick else default_config)(device_type, repeats)
     bars = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                     TimeElapsedColumn(), console=err)

@@ -9,7 +9,7 @@ import numpy as np
 import typer
 from rich.table import Table
 
-from edgewise.cli.common import err, out, state_dir, user_errors
+from edgewise.cli.common import err, out, state_dir, user_errors, writable_folder
 from edgewise.cli.progress import TrainingProgress
 from edgewise.cli.render import result_table
 from edgewise.cluster.schema import load_cluster
@@ -153,6 +153,8 @@ def fit(
 
     from edgewise.perf.models import fit_models, mape_markdown, mape_table, save
 
+    target = output or state_dir() / "models" / "default" / device_type
+    writable_folder(target.parent, "--output")
     try:
         frame = pd.read_csv(profile_csv)
     except (OSError, ValueError) as exc:
@@ -160,7 +162,6 @@ def fit(
     with err.status(f"fitting {device_type} models"):
         models = fit_models(frame, device_type, time_budget_s=budget or None,
                             max_trials=None if budget else trials, seed=seed)
-    target = output or state_dir() / "models" / "default" / device_type
     save(models, target)
     print(mape_markdown(mape_table({device_type: models})))
     err.print(f"saved to {target}")
