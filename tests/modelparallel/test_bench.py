@@ -40,6 +40,8 @@ def test_partitions_group_every_job_of_the_bench() -> None:
     from dataclasses import replace
 
     one = run_srole_bench(seed=3, include_real=False, protocol=replace(TINY, partitions=1))
+    assert _deterministic(run_srole_bench(seed=3, include_real=False, protocol=TINY,
+                                          partitions=1)) == _deterministic(one)
     levels = run_srole_bench(seed=3, include_real=False, protocol=TINY)
     assert one["protocol"]["partitions"] == 1  # type: ignore[index]
     assert levels["protocol"]["partitions"] is None  # type: ignore[index]

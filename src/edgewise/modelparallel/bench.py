@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -56,12 +56,11 @@ class Protocol:
     partitions: int | None = None
 
 
-def _protocol(quick: bool, partitions: int | None = None) -> Protocol:
+def _protocol(quick: bool) -> Protocol:
     if quick:
-        return Protocol((5, 25), (100.0,), (50.0, 100.0), pretrain=300, rounds=20,
-                        partitions=partitions)
+        return Protocol((5, 25), (100.0,), (50.0, 100.0), pretrain=300, rounds=20)
     return Protocol((5, 10, 15, 20, 25), (60.0, 80.0, 100.0), (25.0, 50.0, 100.0, 200.0),
-                    pretrain=1500, rounds=60, partitions=partitions)
+                    pretrain=1500, rounds=60)
 
 
 def _online(name: str, base: QAgent, n_edges: int, model: str, workload: float, rounds: int,
@@ -199,7 +198,9 @@ def run_srole_bench(seed: int = 0, quick: bool = False, include_real: bool = Tru
     ``shield_seconds_ratio_d_to_c``, ``overhead.shield_fastest_s`` and ``bench_seconds``
     are measured wall-clock; every other number is the same for the
     same seed."""
-    p = protocol or _protocol(quick, partitions)
+    p = protocol or _protocol(quick)
+    if partitions is not None:  # composes with a given protocol instead of being ignored
+        p = replace(p, partitions=partitions)
     steps = 5 + len(srole_models()) * (len(p.edges) + len(p.workloads)) + len(p.kappas)
     done = [0]
     t0 = time.perf_counter()
