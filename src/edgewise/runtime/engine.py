@@ -17,6 +17,7 @@ from numpy.typing import NDArray
 from edgewise.cluster.model import Cluster
 from edgewise.errors import RuntimeFault
 from edgewise.nn.data import shard_indices
+from edgewise.nn.workload import Workload, resolved, validate
 from edgewise.perf.convergence import epochs_to_target
 from edgewise.runtime.datastore import DataStore
 from edgewise.runtime.health import StrikeLedger
@@ -104,6 +105,7 @@ class _Job:
         self.checkpoint_path: Path | None = None
         self.transport: dict[str, dict[str, int]] = {}
         self.stopped_early = False
+        self.workload: Workload | None = None
 
     def run_attempt(self, attempt: Attempt) -> None:
         while len(self.records) < self.config.epochs and not self.stopped_early:
@@ -150,15 +152,21 @@ class _Job:
 def train(runtime: RayRuntime, config: TrainConfig, plan: TrainPlan, *,
           ledger: StrikeLedger | None = None, replan: Replan = _default_replan,
           events: Events | None = None, checkpoint_dir: Path | None = None) -> TrainResult:
-    """Train ``config.epochs`` epochs under ``plan``; on a lost worker or device stop the
-    others, strike the device, re-plan without struck-out devices and resume from the last
-    checkpoint. Raises RuntimeFault after ``config.max_restarts`` restarts."""
+    """Train ``config.epochs`` epochs of the config's workload under ``plan``; on a lost
+    worker or device stop the others, strike the device, re-plan without struck-out devices
+    and resume from the last checkpoint.
+
+    The workload is validated on the driver first (files, data, classes, one batch through
+    the model, memory), so that a bad spec fails with a ConfigError before any actor starts.
+    Raises RuntimeFault after ``config.max_restarts`` restarts."""
     started = time.perf_counter()
+    workload = checked_workload(runtime.cluster, config, plan)
     ledger = ledger or StrikeLedger()
     job = _Job(runtime, config, ledger, events or (lambda kind, data: None), checkpoint_dir)
+    job.workload = workload
     monitor = monitor_handle(runtime, config.heartbeat_s)
     store = DataStore.options(**runtime.actor_options(plan.store_device, 256)).remote(  # type: ignore[attr-defined]
-        "digits", config.seed, config.compression)
+        workload, config.seed, config.compression)
     try:
         plan = _attempts(job, plan, store, monitor, replan)
         shipped: dict[str, int] = ray.get(store.shipped.remote())
@@ -169,12 +177,23 @@ def train(runtime: RayRuntime, config: TrainConfig, plan: TrainPlan, *,
                        time.perf_counter() - started, job.stopped_early)
 
 
+def checked_workload(cluster: Cluster, config: TrainConfig, plan: TrainPlan) -> Workload:
+    """The config's workload after its dry run, with the shape and classes it found filled
+    in; the memory check uses the largest planned batch and the smallest worker."""
+    workload = config.resolved_workload()
+    batch = max(plan.batch_sizes.values(), default=1)
+    memory = min((cluster.device(w).memory_mb for w in plan.workers), default=None)
+    return resolved(workload, validate(workload, seed=config.seed, batch_size=batch,
+                                       memory_mb=memory))
+
+
 def _attempts(job: _Job, plan: TrainPlan, store: Any, monitor: Any, replan: Replan) -> TrainPlan:
     """Run attempts until every epoch is done; returns the plan the last attempt ran."""
     runtime, config, ledger = job.runtime, job.config, job.ledger
     n_samples: int = ray.get(store.size.remote())
     plan.validate(runtime.cluster, n_samples)
-    validation: bytes = ray.get(store.validation.remote())
+    validation: list[bytes] = ray.get(store.validation.remote())
+    chunk_samples: int = ray.get(store.chunk_samples.remote())
     struck = ledger.struck_out(plan.workers)
     if struck:  # three strikes already: this job's first plan must do without them
         plan = replan(runtime.cluster.without(ledger.struck_out()), n_samples, plan)
@@ -183,7 +202,8 @@ def _attempts(job: _Job, plan: TrainPlan, store: Any, monitor: Any, replan: Repl
         rng = np.random.default_rng([config.seed, restart])
         positions = shard_indices(n_samples, dict(plan.shards), rng)
         attempt = launch(runtime, config, plan, job.job_id, restart, monitor, store,
-                         positions, validation, job.checkpoint, job.events)
+                         positions, validation, job.checkpoint, job.events,
+                         workload=job.workload, chunk_samples=chunk_samples)
         try:
             job.run_attempt(attempt)
             return plan

@@ -10,6 +10,8 @@ import numpy as np
 import ray
 from ray.exceptions import RayError
 
+from edgewise.errors import ConfigError
+from edgewise.nn.workload import Workload
 from edgewise.runtime.monitor import MONITOR_NAME, HealthMonitor
 from edgewise.runtime.plan import TrainConfig, TrainPlan
 from edgewise.runtime.ps import ParameterServer
@@ -61,23 +63,27 @@ def monitor_handle(runtime: RayRuntime, heartbeat_s: float) -> Any:
 
 def launch(runtime: RayRuntime, config: TrainConfig, plan: TrainPlan, job_id: str,
            attempt: int, monitor: Any, store: Any, positions: dict[str, np.ndarray],
-           validation: bytes, checkpoint: bytes | None, events: Any) -> Attempt:
-    """Start the parameter server and one worker per planned device; ship the shards."""
+           validation: bytes | list[bytes], checkpoint: bytes | None, events: Any, *,
+           workload: Workload | None = None, chunk_samples: int | None = None) -> Attempt:
+    """Start the parameter server and one worker per planned device; ship the shards in
+    chunks of ``chunk_samples``. ``workload`` defaults to the config's."""
     cluster, mem = runtime.cluster, config.worker_memory_mb
+    workload = workload or config.resolved_workload()
     ps_name = f"ps-{job_id}-{attempt}"
     ps = ParameterServer.options(**runtime.actor_options(plan.ps_device, mem, ps_name)).remote(  # type: ignore[attr-defined]
-        config.model, config.seed, config.optimizer, config.learning_rate, config.momentum,
+        workload, config.seed, config.optimizer, config.learning_rate, config.momentum,
         runtime.stretch[plan.ps_device], validation, checkpoint, config.compression)
     run = Attempt(plan, ps, ps_name, {}, monitor)
     for w in plan.workers:
         name = f"worker-{job_id}-{attempt}-{w}"
         run.names[w] = name
         run.workers[w] = Worker.options(**runtime.actor_options(w, mem, name)).remote(  # type: ignore[attr-defined]
-            name, w, config.model, config.seed, plan.batch_sizes[w], runtime.stretch[w],
+            name, w, workload, config.seed, plan.batch_sizes[w], runtime.stretch[w],
             cluster.device(w).memory_mb, ps, cluster.link(w, plan.ps_device),
             cluster.link(w, plan.store_device), monitor, config.heartbeat_s,
             config.mode == "sync", config.compression)
-    loads = {w: h.load_shard.remote(store, positions[w]) for w, h in run.workers.items()}
+    loads = {w: h.load_shard.remote(store, positions[w], chunk_samples)
+             for w, h in run.workers.items()}
     try:
         await_all(run, loads, config.heartbeat_s, events)
     except BaseException:
@@ -107,6 +113,9 @@ def await_all(run: Attempt, futures: dict[str, Any], heartbeat_s: float,
             try:
                 results[device] = ray.get(ref)
             except RayError as exc:
+                cause = getattr(exc, "cause", None)
+                if isinstance(cause, ConfigError):
+                    raise cause from None  # bad input is no fault: restarting cannot help
                 member = run.names.get(device, device)
                 reason = type(exc).__name__ + ": " + str(exc).splitlines()[0][:200]
                 raise Interrupted([(device, member, reason)], time.time()) from None

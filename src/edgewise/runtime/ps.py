@@ -10,34 +10,53 @@ import numpy as np
 import ray
 import torch
 
-from edgewise.nn.models import build_model, make_optimizer
+from edgewise.nn.models import make_optimizer
+from edgewise.nn.workload import Workload, build_model, metric_hits
+from edgewise.runtime.datastore import as_workload
 from edgewise.runtime.emulation import emulated_compute
+from edgewise.runtime.trainstate import (
+    apply_buffers,
+    apply_state,
+    mean_buffers,
+    read_frames,
+    split_buffers,
+    state_of,
+)
 from edgewise.runtime.transport import decode, encode, to_torch
 
 __all__ = ["ParameterServer"]
+
+_EVAL_BATCH = 256
 
 
 @ray.remote(max_concurrency=32)  # type: ignore[call-overload]
 class ParameterServer:
     """Holds the model; applies gradients as they arrive (async) or once every active worker
     pushed for a step (sync); records which samples each applied update trained, checkpoints
-    at epoch ends and measures validation accuracy."""
+    at epoch ends and measures validation accuracy (the workload's metric).
 
-    def __init__(self, model: str, seed: int, optimizer: str, lr: float, momentum: float,
-                 stretch: float, validation: bytes, checkpoint: bytes | None = None,
-                 compression: str = "lz4") -> None:
+    ``model`` is a workload (or a built-in model name, on digits); the server builds it with
+    its weights file, if any. ``validation`` is one or more data-store frames."""
+
+    def __init__(self, model: str | Workload, seed: int, optimizer: str, lr: float,
+                 momentum: float, stretch: float, validation: bytes | list[bytes],
+                 checkpoint: bytes | None = None, compression: str = "lz4") -> None:
         torch.set_num_threads(1)
-        self.model = build_model(model, seed)
+        self.workload = as_workload(model)
+        task = self.workload.task
+        self.model = build_model(self.workload, seed=seed, num_classes=task.num_classes,
+                                 input_shape=task.input_shape)
         self.opt = make_optimizer(optimizer, self.model, lr, momentum)
         self.stretch, self.compression = stretch, compression
-        val = decode(validation).arrays
-        self.val_x = torch.from_numpy(val["x"].copy())
-        self.val_y = torch.from_numpy(val["y"].copy())
+        frames = [validation] if isinstance(validation, bytes) else list(validation)
+        val = read_frames(frames, self.workload)
+        self.val_x, self.val_y = torch.from_numpy(val.x), torch.from_numpy(val.y)
         self.lock = threading.Condition()
         self.epoch, self.updates, self.samples_this_epoch = 0, 0, 0
         self.applied: list[np.ndarray] = []
         self.active: set[str] = set()
         self.pending: dict[str, tuple[dict[str, torch.Tensor], int]] = {}
+        self.pending_buffers: dict[str, dict[str, torch.Tensor]] = {}
         self.step_done = self.pending_step = -1
         if checkpoint is not None:
             self._restore(checkpoint)
@@ -45,9 +64,9 @@ class ParameterServer:
     def _restore(self, frame: bytes) -> None:
         """Weights and optimiser state from a checkpoint frame (see :meth:`_checkpoint`)."""
         tensors = to_torch(decode(frame))
+        apply_state(self.model, {k[2:]: v for k, v in tensors.items() if k.startswith("w.")})
         with torch.no_grad():
             for name, p in self.model.named_parameters():
-                p.copy_(tensors[f"w.{name}"])
                 prefix, suffix = "o.", f".{name}"
                 state = {k[len(prefix) : -len(suffix)]: v for k, v in tensors.items()
                          if k.startswith(prefix) and k.endswith(suffix)}
@@ -55,30 +74,30 @@ class ParameterServer:
                     self.opt.state[p] = state
 
     def _checkpoint(self) -> dict[str, torch.Tensor]:
-        """Weights as ``w.<param>``, optimiser state as ``o.<key>.<param>``."""
-        out: dict[str, torch.Tensor] = {}
+        """Weights and buffers as ``w.<name>``, optimiser state as ``o.<key>.<param>``."""
+        out = {f"w.{name}": t for name, t in state_of(self.model).items()}
         for name, p in self.model.named_parameters():
-            out[f"w.{name}"] = p.detach()
             for key, value in self.opt.state.get(p, {}).items():
                 if isinstance(value, torch.Tensor):
                     out[f"o.{key}.{name}"] = value
         return out
 
     def _weights(self) -> bytes:
-        return encode({n: p.detach() for n, p in self.model.named_parameters()},
-                      compression=self.compression, meta={"updates": self.updates})  # type: ignore[arg-type]
+        return encode(state_of(self.model), compression=self.compression,  # type: ignore[arg-type]
+                      meta={"updates": self.updates})
 
-    def _apply(self, grads: dict[str, torch.Tensor]) -> None:
+    def _apply(self, grads: dict[str, torch.Tensor], buffers: dict[str, torch.Tensor]) -> None:
         with emulated_compute(self.stretch):
             for name, p in self.model.named_parameters():
-                p.grad = grads[name]
+                p.grad = grads.get(name)
             self.opt.step()
+            apply_buffers(self.model, buffers)
         self.updates += 1
 
     def begin_epoch(self, epoch: int, workers: list[str]) -> None:
         with self.lock:
             self.epoch, self.applied, self.samples_this_epoch = epoch, [], 0
-            self.active, self.pending = set(workers), {}
+            self.active, self.pending, self.pending_buffers = set(workers), {}, {}
             self.step_done = self.pending_step = -1
 
     def pull(self) -> bytes:
@@ -87,11 +106,11 @@ class ParameterServer:
 
     def push_async(self, frame: bytes) -> bytes:
         """Apply one worker's gradients at once and return the new weights (async loop)."""
-        decoded = decode(frame)
-        grads = to_torch(decoded)
+        grads = to_torch(decode(frame))
         ids = grads.pop("ids").numpy()
+        buffers = split_buffers(grads)
         with self.lock:
-            self._apply(grads)
+            self._apply(grads, buffers)
             self.applied.append(ids)
             self.samples_this_epoch += len(ids)
             return self._weights()
@@ -101,8 +120,10 @@ class ParameterServer:
         mean gradient once, and return the new weights (sync loop)."""
         grads = to_torch(decode(frame))
         ids = grads.pop("ids").numpy()
+        buffers = split_buffers(grads)
         with self.lock:
             self.pending[worker] = (grads, len(ids))
+            self.pending_buffers[worker] = buffers
             self.pending_step = step
             self.applied.append(ids)
             self._maybe_step()
@@ -121,10 +142,22 @@ class ParameterServer:
         total = sum(n for _, n in self.pending.values())
         names = next(iter(self.pending.values()))[0].keys()
         mean = {k: sum(g[k] * (n / total) for g, n in self.pending.values()) for k in names}
-        self._apply(mean)  # type: ignore[arg-type]
+        self._apply(mean, mean_buffers(self.pending_buffers.values()))  # type: ignore[arg-type]
         self.samples_this_epoch += total
-        self.pending, self.step_done = {}, self.pending_step
+        self.pending, self.pending_buffers, self.step_done = {}, {}, self.pending_step
         self.lock.notify_all()
+
+    def _accuracy(self) -> float:
+        """The workload's metric on the validation set, in eval mode, in batches."""
+        self.model.eval()
+        hits = 0
+        with torch.no_grad():
+            for start in range(0, len(self.val_y), _EVAL_BATCH):
+                part = slice(start, start + _EVAL_BATCH)
+                hits += metric_hits(self.workload.task, self.model(self.val_x[part]),
+                                    self.val_y[part])
+        self.model.train()
+        return hits / len(self.val_y) if len(self.val_y) else float("nan")
 
     def progress(self) -> tuple[int, int]:
         return self.epoch, self.samples_this_epoch
@@ -133,9 +166,8 @@ class ParameterServer:
         """Checkpoint (weights and momentum) and validation accuracy at an epoch's end."""
         with self.lock:
             t0 = time.perf_counter()
-            with torch.no_grad(), emulated_compute(self.stretch):
-                pred = self.model(self.val_x).argmax(dim=1)
-                accuracy = float((pred == self.val_y).float().mean())
+            with emulated_compute(self.stretch):
+                accuracy = self._accuracy()
             state = self._checkpoint()
             ids = np.concatenate(self.applied) if self.applied else np.zeros(0, np.int64)
             checkpoint = encode(state, compression=self.compression,  # type: ignore[arg-type]

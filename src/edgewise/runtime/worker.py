@@ -1,5 +1,5 @@
-"""The worker actor: trains its shard batch by batch, pushing gradients to the parameter
-server and pulling weights back after every batch (Deep-Edge §III)."""
+"""The worker actor: trains its shard of any workload batch by batch, pushing gradients to the
+parameter server and pulling weights back after every batch (Deep-Edge §III)."""
 
 from __future__ import annotations
 
@@ -12,13 +12,14 @@ import numpy as np
 import psutil
 import ray
 import torch
-import torch.nn.functional as F
 
 from edgewise.cluster.model import Link
-from edgewise.nn.models import build_model
+from edgewise.nn.workload import Workload, build_network, loss
+from edgewise.runtime.datastore import as_workload, chunks
 from edgewise.runtime.emulation import emulated_compute
 from edgewise.runtime.heartbeat import Heartbeat
 from edgewise.runtime.shaping import ByteCounter, ShapedLink
+from edgewise.runtime.trainstate import apply_state, buffers_of, read_frames
 from edgewise.runtime.transport import decode, send, to_torch
 
 __all__ = ["Worker"]
@@ -32,9 +33,11 @@ def _name_seed(name: str) -> int:
 
 @ray.remote(max_concurrency=2)  # type: ignore[call-overload]
 class Worker:
-    """One data-parallel worker pinned to an (emulated) device."""
+    """One data-parallel worker pinned to an (emulated) device. ``model`` is a workload (or a
+    built-in model name, trained on digits); the worker builds its network without weights,
+    since it pulls them from the parameter server before its first batch."""
 
-    def __init__(self, name: str, device: str, model: str, seed: int, batch_size: int,
+    def __init__(self, name: str, device: str, model: str | Workload, seed: int, batch_size: int,
                  stretch: float, memory_cap_mb: int, ps: Any, ps_link: Link,
                  store_link: Link, monitor: Any, heartbeat_s: float, sync: bool,
                  compression: str = "lz4") -> None:
@@ -42,7 +45,10 @@ class Worker:
         self.name, self.device, self.seed, self.batch = name, device, seed, batch_size
         self.stretch, self.memory_cap_mb, self.sync = stretch, memory_cap_mb, sync
         self.ps, self.compression = ps, compression
-        self.model = build_model(model, seed)
+        self.workload = as_workload(model)
+        task = self.workload.task
+        self.model = build_network(self.workload, seed=seed, num_classes=task.num_classes,
+                                   input_shape=task.input_shape).train()
         self.ps_link, self.store_link = ShapedLink(ps_link), ShapedLink(store_link)
         self.ps_peer = ps_link.b if ps_link.a == device else ps_link.a
         self.counter = ByteCounter()
@@ -52,33 +58,36 @@ class Worker:
         self.y = torch.zeros(0, dtype=torch.int64)
         self.ids = np.zeros(0, np.int64)
 
-    def load_shard(self, store: Any, positions: np.ndarray) -> int:
-        """Fetch this worker's shard from the data store; returns the frame's size."""
-        frame: bytes = ray.get(store.shard.remote(self.name, positions))
-        self.store_link.transmit(len(frame))
-        arrays = decode(frame).arrays
-        raw = sum(a.nbytes for a in arrays.values())
-        self.counter.record(self.store_link.key, raw_bytes=raw, wire_bytes=len(frame))
-        self.x, self.y = torch.from_numpy(arrays["x"].copy()), torch.from_numpy(arrays["y"].copy())
-        self.ids = arrays["ids"].copy()
-        return len(frame)
+    def load_shard(self, store: Any, positions: np.ndarray,
+                   chunk_samples: int | None = None) -> int:
+        """Fetch this worker's shard from the data store, ``chunk_samples`` samples per
+        request (all at once if None), and decode it; returns the bytes received."""
+        frames: list[bytes] = []
+        for part in chunks(np.asarray(positions, np.int64), chunk_samples or len(positions)):
+            frame: bytes = ray.get(store.shard.remote(self.name, part))
+            self.store_link.transmit(len(frame))
+            raw = sum(a.nbytes for a in decode(frame).arrays.values())
+            self.counter.record(self.store_link.key, raw_bytes=raw, wire_bytes=len(frame))
+            frames.append(frame)
+        data = read_frames(frames, self.workload)
+        self.x, self.y = torch.from_numpy(data.x), torch.from_numpy(data.y)
+        self.ids = data.ids
+        return sum(len(f) for f in frames)
 
     def _load_weights(self, frame: bytes) -> None:
         self.ps_link.transmit(len(frame))
         decoded = decode(frame)
         raw = sum(a.nbytes for a in decoded.arrays.values())
         self.counter.record(self.ps_link.key, raw_bytes=raw, wire_bytes=len(frame))
-        weights = to_torch(decoded)
-        with torch.no_grad():
-            for name, p in self.model.named_parameters():
-                p.copy_(weights[name])
+        apply_state(self.model, to_torch(decoded))
 
     def _gradients(self, index: np.ndarray) -> dict[str, torch.Tensor]:
         with emulated_compute(self.stretch):
             self.model.zero_grad(set_to_none=True)
-            loss = F.cross_entropy(self.model(self.x[index]), self.y[index])
-            loss.backward()  # type: ignore[no-untyped-call]
+            value = loss(self.workload.task, self.model(self.x[index]), self.y[index])
+            value.backward()  # type: ignore[no-untyped-call]
         grads = {n: p.grad.detach() for n, p in self.model.named_parameters() if p.grad is not None}
+        grads |= buffers_of(self.model)
         grads["ids"] = torch.from_numpy(self.ids[index])
         return grads
 
