@@ -18,7 +18,7 @@ from edgewise.errors import ConfigError
 from edgewise.nn.workload.offline import ensure_offline
 from edgewise.nn.workload.spec import ModelSpec, Workload
 
-__all__ = ["Logits", "build_network", "unwrap"]
+__all__ = ["Exported", "Logits", "build_network", "unwrap"]
 
 
 class Logits(nn.Module):
@@ -46,6 +46,16 @@ class Logits(nn.Module):
         return out
 
 
+class Exported(Logits):
+    """A ``torch.export`` program's module: inference only (it has no training mode)."""
+
+    def train(self, mode: bool = True) -> Exported:
+        if mode:
+            raise ConfigError("an export: program is for inference only", field="model")
+        self.training = False
+        return self
+
+
 def unwrap(module: nn.Module) -> nn.Module:
     """The user's own module inside a :class:`Logits` wrapper (whose names weights use)."""
     return module.inner if isinstance(module, Logits) else module
@@ -66,7 +76,7 @@ def build_network(workload: Workload, *, seed: int = 0, num_classes: int | None 
         return Logits(_py(spec))
     from edgewise.nn.workload.exported import load_export
 
-    return Logits(load_export(Path(spec.ref)).module())
+    return Exported(load_export(Path(spec.ref)).module()).eval()
 
 
 def _builtin(spec: ModelSpec, num_classes: int | None) -> nn.Module:
@@ -97,8 +107,9 @@ def _hf(spec: ModelSpec, num_classes: int | None,
         raise ConfigError(f"transformers has no config class {spec.ref!r}", field="model")
     try:
         config = config_cls(**spec.args)
-    except (TypeError, ValueError) as exc:
-        raise ConfigError(f"{spec.ref}: {exc}", field="model_args") from None
+    except Exception as exc:  # transformers validates arguments with its own error types
+        first = str(exc).strip().splitlines()[-1].strip()
+        raise ConfigError(f"{spec.ref}: {first}", field="model_args") from None
     _fill(config, spec.args, num_classes, input_shape)
     auto = (transformers.AutoModelForImageClassification,
             transformers.AutoModelForSequenceClassification)
@@ -107,8 +118,9 @@ def _hf(spec: ModelSpec, num_classes: int | None,
             model = factory.from_config(config)  # type: ignore[no-untyped-call]
         except ValueError:
             continue
-        except (TypeError, RuntimeError, AttributeError) as exc:
-            raise ConfigError(f"{spec.ref}: {exc}", field="model_args") from None
+        except Exception as exc:  # a config the model class cannot be built from
+            first = str(exc).strip().splitlines()[-1].strip()
+            raise ConfigError(f"{spec.ref}: {first}", field="model_args") from None
         return Logits(model, model.main_input_name)
     raise ConfigError(f"{spec.ref} has no image or sequence classification model in "
                       "transformers", field="model")

@@ -124,7 +124,8 @@ def validate(workload: Workload, *, seed: int = 0, batch_size: int = 32,
     classes = check_classes(workload.task, source.classes, named=source.folder is not None)
     _check_shape(workload, source)
     model = build_model(workload, seed=seed, num_classes=classes, input_shape=source.shape)
-    batch = source.read("train", np.arange(min(_DRY_BATCH, source.size()), dtype=np.int64))
+    rows = 1 if workload.model.kind == "export" else _DRY_BATCH  # programs may fix batch 1
+    batch = source.read("train", np.arange(min(rows, source.size()), dtype=np.int64))
     x, y = torch.from_numpy(batch.x), torch.from_numpy(batch.y)
     activation_bytes = _step(workload, model.train(training), x, y, classes)
     params = sum(p.numel() for p in model.parameters())
