@@ -166,7 +166,7 @@ def train(runtime: RayRuntime, config: TrainConfig, plan: TrainPlan, *,
     job.workload = workload
     monitor = monitor_handle(runtime, config.heartbeat_s)
     store = DataStore.options(**runtime.actor_options(plan.store_device, 256)).remote(  # type: ignore[attr-defined]
-        workload, config.seed, config.compression)
+        workload, config.seed, config.compression, config.chunk_bytes)
     try:
         plan = _attempts(job, plan, store, monitor, replan)
         shipped: dict[str, int] = ray.get(store.shipped.remote())

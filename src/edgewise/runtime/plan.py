@@ -33,6 +33,7 @@ class TrainConfig:
     max_restarts: int = 10
     worker_memory_mb: int = 1024
     target_accuracy: float | None = None  # stop early once validation accuracy reaches it
+    chunk_bytes: int = 4 << 20  # the data store ships shards in frames of about this size
 
     def resolved_workload(self) -> Workload:
         """The workload to train: ``workload``, else ``model`` on digits."""

@@ -14,14 +14,7 @@ from edgewise.nn.models import make_optimizer
 from edgewise.nn.workload import Workload, build_model, metric_hits
 from edgewise.runtime.datastore import as_workload
 from edgewise.runtime.emulation import emulated_compute
-from edgewise.runtime.trainstate import (
-    apply_buffers,
-    apply_state,
-    mean_buffers,
-    read_frames,
-    split_buffers,
-    state_of,
-)
+from edgewise.runtime.trainstate import Layout, Pushed, mean_buffers, read_frames
 from edgewise.runtime.transport import decode, encode, to_torch
 
 __all__ = ["ParameterServer"]
@@ -47,6 +40,7 @@ class ParameterServer:
         self.model = build_model(self.workload, seed=seed, num_classes=task.num_classes,
                                  input_shape=task.input_shape)
         self.opt = make_optimizer(optimizer, self.model, lr, momentum)
+        self.layout = Layout(self.model)
         self.stretch, self.compression = stretch, compression
         frames = [validation] if isinstance(validation, bytes) else list(validation)
         val = read_frames(frames, self.workload)
@@ -55,8 +49,8 @@ class ParameterServer:
         self.epoch, self.updates, self.samples_this_epoch = 0, 0, 0
         self.applied: list[np.ndarray] = []
         self.active: set[str] = set()
-        self.pending: dict[str, tuple[dict[str, torch.Tensor], int]] = {}
-        self.pending_buffers: dict[str, dict[str, torch.Tensor]] = {}
+        self.pending: dict[str, Pushed] = {}
+        self.cached: tuple[int, bytes] = (-1, b"")
         self.step_done = self.pending_step = -1
         if checkpoint is not None:
             self._restore(checkpoint)
@@ -64,9 +58,10 @@ class ParameterServer:
     def _restore(self, frame: bytes) -> None:
         """Weights and optimiser state from a checkpoint frame (see :meth:`_checkpoint`)."""
         tensors = to_torch(decode(frame))
-        apply_state(self.model, {k[2:]: v for k, v in tensors.items() if k.startswith("w.")})
         with torch.no_grad():
-            for name, p in self.model.named_parameters():
+            for name, t in (*self.layout.params, *self.layout.buffers):
+                t.copy_(tensors[f"w.{name}"])
+            for name, p in self.layout.params:
                 prefix, suffix = "o.", f".{name}"
                 state = {k[len(prefix) : -len(suffix)]: v for k, v in tensors.items()
                          if k.startswith(prefix) and k.endswith(suffix)}
@@ -75,29 +70,36 @@ class ParameterServer:
 
     def _checkpoint(self) -> dict[str, torch.Tensor]:
         """Weights and buffers as ``w.<name>``, optimiser state as ``o.<key>.<param>``."""
-        out = {f"w.{name}": t for name, t in state_of(self.model).items()}
-        for name, p in self.model.named_parameters():
+        out = {f"w.{name}": t.detach() for name, t in (*self.layout.params, *self.layout.buffers)}
+        for name, p in self.layout.params:
             for key, value in self.opt.state.get(p, {}).items():
                 if isinstance(value, torch.Tensor):
                     out[f"o.{key}.{name}"] = value
         return out
 
     def _weights(self) -> bytes:
-        return encode(state_of(self.model), compression=self.compression,  # type: ignore[arg-type]
-                      meta={"updates": self.updates})
+        """The current weights frame, encoded once per update (pulls and sync replies share)."""
+        if self.cached[0] != self.updates:
+            frame = self.layout.weights_frame(self.compression, {"updates": self.updates})  # type: ignore[arg-type]
+            self.cached = (self.updates, frame)
+        return self.cached[1]
 
-    def _apply(self, grads: dict[str, torch.Tensor], buffers: dict[str, torch.Tensor]) -> None:
+    def _apply(self, grads: dict[str, torch.Tensor | None],
+               buffers: dict[str, torch.Tensor]) -> None:
         with emulated_compute(self.stretch):
-            for name, p in self.model.named_parameters():
+            for name, p in self.layout.params:
                 p.grad = grads.get(name)
             self.opt.step()
-            apply_buffers(self.model, buffers)
+            with torch.no_grad():
+                for name, b in self.layout.buffers:
+                    if name in buffers:
+                        b.copy_(buffers[name])
         self.updates += 1
 
     def begin_epoch(self, epoch: int, workers: list[str]) -> None:
         with self.lock:
             self.epoch, self.applied, self.samples_this_epoch = epoch, [], 0
-            self.active, self.pending, self.pending_buffers = set(workers), {}, {}
+            self.active, self.pending = set(workers), {}
             self.step_done = self.pending_step = -1
 
     def pull(self) -> bytes:
@@ -106,26 +108,21 @@ class ParameterServer:
 
     def push_async(self, frame: bytes) -> bytes:
         """Apply one worker's gradients at once and return the new weights (async loop)."""
-        grads = to_torch(decode(frame))
-        ids = grads.pop("ids").numpy()
-        buffers = split_buffers(grads)
+        pushed = self.layout.read_push(frame)
         with self.lock:
-            self._apply(grads, buffers)
-            self.applied.append(ids)
-            self.samples_this_epoch += len(ids)
+            self._apply(pushed.grads, pushed.buffers)
+            self.applied.append(pushed.ids)
+            self.samples_this_epoch += len(pushed.ids)
             return self._weights()
 
     def push_sync(self, worker: str, step: int, frame: bytes) -> bytes:
         """Wait until every active worker pushed for ``step``, apply their sample-weighted
         mean gradient once, and return the new weights (sync loop)."""
-        grads = to_torch(decode(frame))
-        ids = grads.pop("ids").numpy()
-        buffers = split_buffers(grads)
+        pushed = self.layout.read_push(frame)
         with self.lock:
-            self.pending[worker] = (grads, len(ids))
-            self.pending_buffers[worker] = buffers
+            self.pending[worker] = pushed
             self.pending_step = step
-            self.applied.append(ids)
+            self.applied.append(pushed.ids)
             self._maybe_step()
             self.lock.wait_for(lambda: self.step_done >= step)
             return self._weights()
@@ -139,12 +136,17 @@ class ParameterServer:
     def _maybe_step(self) -> None:
         if not self.pending or not self.active.issubset(self.pending):
             return
-        total = sum(n for _, n in self.pending.values())
-        names = next(iter(self.pending.values()))[0].keys()
-        mean = {k: sum(g[k] * (n / total) for g, n in self.pending.values()) for k in names}
-        self._apply(mean, mean_buffers(self.pending_buffers.values()))  # type: ignore[arg-type]
+        pushes = list(self.pending.values())
+        total = sum(len(p.ids) for p in pushes)
+        mean: dict[str, torch.Tensor | None] = {}
+        for name, _ in self.layout.params:
+            parts = [(g, len(p.ids) / total) for p in pushes
+                     if (g := p.grads.get(name)) is not None]
+            mean[name] = sum((g * w for g, w in parts[1:]), parts[0][0] * parts[0][1]) \
+                if parts else None
+        self._apply(mean, mean_buffers(p.buffers for p in pushes))
         self.samples_this_epoch += total
-        self.pending, self.pending_buffers, self.step_done = {}, {}, self.pending_step
+        self.pending, self.step_done = {}, self.pending_step
         self.lock.notify_all()
 
     def _accuracy(self) -> float:

@@ -1,63 +1,124 @@
-"""What the parameter server and the workers exchange besides gradients: the model's state.
+"""What the parameter server and the workers exchange every batch, packed flat for speed.
 
-Weights travel with the model's buffers (BatchNorm running statistics). A worker pushes its
-buffers after each batch beside its gradients, ``~b.<name>``: it pulled them from the server
-before the batch, so they are the server's statistics moved one step by this batch, and the
-server adopts them (async) or their mean (sync). Without this the server's copy of a
-BatchNorm network would never learn its statistics and would validate with wrong ones.
+Both sides build the same network, so they agree on the order of its parameters and
+buffers (:class:`Layout`); a frame therefore carries one flat array per dtype (``p.float32``
+for weights or gradients, ``b.float32``/``b.int64`` for buffers) instead of one tensor per
+name, which makes encoding, decoding and loading a handful of memory copies rather than
+hundreds of small ones. The frame's meta holds each flat array's length, checked on arrival.
+
+Buffers (BatchNorm running statistics) travel both ways: a worker pushes its buffers beside
+its gradients; it pulled them from the server before the batch, so they are the server's
+statistics moved one step by this batch, and the server adopts them (async) or their mean
+(sync). Without this the server's copy of a BatchNorm network would never learn its
+statistics and would validate with wrong ones.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
+from numpy.typing import NDArray
 from torch import nn
 
 from edgewise.nn.data import Dataset
 from edgewise.nn.workload import Workload, sample_shape, unpack
-from edgewise.runtime.transport import decode
+from edgewise.runtime.transport import Codec, Decoded, TransportError, decode, encode, to_torch
 
-__all__ = ["BUFFER_PREFIX", "apply_buffers", "apply_state", "buffers_of", "mean_buffers",
-           "read_frames", "split_buffers", "state_of"]
-
-BUFFER_PREFIX = "~b."
+__all__ = ["Layout", "Pushed", "mean_buffers", "read_frames"]
 
 
-def state_of(model: nn.Module) -> dict[str, torch.Tensor]:
-    """Parameters and buffers by name, detached (what a pull returns)."""
-    out = {n: p.detach() for n, p in model.named_parameters()}
-    out |= {n: b.detach() for n, b in model.named_buffers()}
-    return out
+@dataclass(frozen=True, slots=True)
+class Pushed:
+    """One decoded push: gradients by parameter (None where the batch gave none), the
+    worker's buffers by name, and the ids of the samples it trained."""
+
+    grads: dict[str, torch.Tensor | None]
+    buffers: dict[str, torch.Tensor]
+    ids: NDArray[np.int64]
 
 
-def apply_state(model: nn.Module, state: Mapping[str, torch.Tensor]) -> None:
-    """Copy pulled parameters and buffers into ``model`` (names absent from ``state`` are
-    left alone, so a weights frame without buffers still loads)."""
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            p.copy_(state[name])
-    apply_buffers(model, state)
+class Layout:
+    """A model's parameters and buffers in a fixed order, and their flat encodings."""
 
+    def __init__(self, model: nn.Module) -> None:
+        self.model = model
+        self.params = [(n, p) for n, p in model.named_parameters()]
+        self.buffers = [(n, b) for n, b in model.named_buffers()]
+        self.nbytes = sum(t.numel() * t.element_size() for _, t in (*self.params, *self.buffers))
 
-def apply_buffers(model: nn.Module, state: Mapping[str, torch.Tensor]) -> None:
-    """Copy the buffers named in ``state`` into ``model`` (the others are left alone)."""
-    with torch.no_grad():
-        for name, b in model.named_buffers():
-            if name in state:
-                b.copy_(state[name])
+    @staticmethod
+    def _pack(prefix: str, tensors: Sequence[torch.Tensor]) -> dict[str, torch.Tensor]:
+        groups: dict[torch.dtype, list[torch.Tensor]] = {}
+        for t in tensors:
+            groups.setdefault(t.dtype, []).append(t.detach().reshape(-1))
+        return {f"{prefix}.{str(dtype).removeprefix('torch.')}": torch.cat(parts)
+                for dtype, parts in groups.items()}
 
+    def _frame(self, first: Sequence[torch.Tensor], compression: Codec,
+               extra: dict[str, Any], meta: dict[str, Any]) -> bytes:
+        tensors = self._pack("p", first) | self._pack("b", [b for _, b in self.buffers])
+        sizes = {k: int(v.numel()) for k, v in tensors.items()}
+        return encode(tensors | extra, compression=compression, meta=meta | {"sizes": sizes})
 
-def buffers_of(model: nn.Module) -> dict[str, torch.Tensor]:
-    """The model's buffers under :data:`BUFFER_PREFIX` (pushed beside the gradients)."""
-    return {BUFFER_PREFIX + n: b.detach() for n, b in model.named_buffers()}
+    def weights_frame(self, compression: Codec, meta: dict[str, Any]) -> bytes:
+        """Parameters and buffers (what a pull returns)."""
+        return self._frame([p for _, p in self.params], compression, {}, meta)
 
+    def gradients_frame(self, ids: NDArray[np.int64], compression: Codec) -> bytes:
+        """Gradients (zeros where none, listed in ``nograd``), buffers and sample ids."""
+        missing = [i for i, (_, p) in enumerate(self.params) if p.grad is None]
+        grads = [p.grad if p.grad is not None else torch.zeros_like(p) for _, p in self.params]
+        return self._frame(grads, compression, {"ids": ids}, {"nograd": missing})
 
-def split_buffers(tensors: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    """Remove and return the pushed buffers (names without the prefix) from ``tensors``."""
-    names = [k for k in tensors if k.startswith(BUFFER_PREFIX)]
-    return {k[len(BUFFER_PREFIX):]: tensors.pop(k) for k in names}
+    @staticmethod
+    def _walk(decoded: Decoded, prefix: str, entries: Sequence[tuple[str, torch.Tensor]]
+              ) -> Iterable[tuple[int, str, int]]:
+        """(index, flat array key, start offset) of every entry, in order; TransportError if
+        the frame's flat arrays do not match the layout."""
+        offsets: dict[str, int] = {}
+        sizes = decoded.meta.get("sizes", {})
+        for i, (name, t) in enumerate(entries):
+            key = f"{prefix}.{str(t.dtype).removeprefix('torch.')}"
+            flat = decoded.arrays.get(key)
+            if flat is None or sizes.get(key) != flat.size:
+                raise TransportError(f"frame lacks {key} for {name} or its size is off")
+            start = offsets.get(key, 0)
+            offsets[key] = start + t.numel()
+            if offsets[key] > flat.size:
+                raise TransportError(f"frame's {key} is shorter than the model's layout")
+            yield i, key, start
+
+    def load_weights(self, frame: bytes | Decoded) -> None:
+        """Copy a weights frame into the model, in place."""
+        decoded = decode(frame) if isinstance(frame, bytes | bytearray | memoryview) else frame
+        owned = to_torch(decoded)
+        with torch.no_grad():
+            for prefix, entries in (("p", self.params), ("b", self.buffers)):
+                for i, key, start in self._walk(decoded, prefix, entries):
+                    target = entries[i][1]
+                    target.copy_(owned[key][start : start + target.numel()].view(target.shape))
+
+    def read_push(self, frame: bytes) -> Pushed:
+        """A gradients frame as tensors (one copy per flat array; the rest are views)."""
+        decoded = decode(frame)
+        owned = to_torch(decoded)
+        nograd = set(decoded.meta.get("nograd", []))
+
+        def view(key: str, start: int, like: torch.Tensor) -> torch.Tensor:
+            return owned[key][start : start + like.numel()].view(like.shape)
+
+        grads: dict[str, torch.Tensor | None] = {
+            self.params[i][0]: None if i in nograd else view(key, start, self.params[i][1])
+            for i, key, start in self._walk(decoded, "p", self.params)}
+        buffers = {self.buffers[i][0]: view(key, start, self.buffers[i][1])
+                   for i, key, start in self._walk(decoded, "b", self.buffers)}
+        if "ids" not in owned:
+            raise TransportError("a gradients frame carries the ids of its samples")
+        return Pushed(grads, buffers, owned["ids"].numpy().astype(np.int64, copy=False))
 
 
 def mean_buffers(pushed: Iterable[dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:

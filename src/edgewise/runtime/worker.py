@@ -19,8 +19,8 @@ from edgewise.runtime.datastore import as_workload, chunks
 from edgewise.runtime.emulation import emulated_compute
 from edgewise.runtime.heartbeat import Heartbeat
 from edgewise.runtime.shaping import ByteCounter, ShapedLink
-from edgewise.runtime.trainstate import apply_state, buffers_of, read_frames
-from edgewise.runtime.transport import decode, send, to_torch
+from edgewise.runtime.trainstate import Layout, read_frames
+from edgewise.runtime.transport import decode
 
 __all__ = ["Worker"]
 
@@ -49,6 +49,7 @@ class Worker:
         task = self.workload.task
         self.model = build_network(self.workload, seed=seed, num_classes=task.num_classes,
                                    input_shape=task.input_shape).train()
+        self.layout = Layout(self.model)
         self.ps_link, self.store_link = ShapedLink(ps_link), ShapedLink(store_link)
         self.ps_peer = ps_link.b if ps_link.a == device else ps_link.a
         self.counter = ByteCounter()
@@ -79,17 +80,24 @@ class Worker:
         decoded = decode(frame)
         raw = sum(a.nbytes for a in decoded.arrays.values())
         self.counter.record(self.ps_link.key, raw_bytes=raw, wire_bytes=len(frame))
-        apply_state(self.model, to_torch(decoded))
+        self.layout.load_weights(decoded)
 
-    def _gradients(self, index: np.ndarray) -> dict[str, torch.Tensor]:
+    def _gradients(self, index: np.ndarray) -> None:
         with emulated_compute(self.stretch):
             self.model.zero_grad(set_to_none=True)
             value = loss(self.workload.task, self.model(self.x[index]), self.y[index])
             value.backward()  # type: ignore[no-untyped-call]
-        grads = {n: p.grad.detach() for n, p in self.model.named_parameters() if p.grad is not None}
-        grads |= buffers_of(self.model)
-        grads["ids"] = torch.from_numpy(self.ids[index])
-        return grads
+
+    def _push(self, step: int, index: np.ndarray) -> Any:
+        """Send this batch's gradients, buffers and sample ids; the reply's object ref."""
+        ids = self.ids[index]
+        frame = self.layout.gradients_frame(ids, self.compression)  # type: ignore[arg-type]
+        self.ps_link.transmit(len(frame))
+        self.counter.record(self.ps_link.key, raw_bytes=self.layout.nbytes + ids.nbytes,
+                            wire_bytes=len(frame))
+        if self.sync:
+            return self.ps.push_sync.remote(self.device, step, frame)
+        return self.ps.push_async.remote(frame)
 
     def _check_memory(self) -> None:
         rss_mb = self.process.memory_info().rss / 2**20
@@ -106,12 +114,10 @@ class Worker:
         for step, start in enumerate(range(0, len(order), self.batch)):
             self._obey()
             t0 = time.perf_counter()
-            grads = self._gradients(order[start : start + self.batch])
+            index = order[start : start + self.batch]
+            self._gradients(index)
             t1 = time.perf_counter()
-            frame = send(grads, self.ps_link, self.counter, compression=self.compression)  # type: ignore[arg-type]
-            push = self.ps.push_sync.remote(self.device, step, frame) if self.sync else \
-                self.ps.push_async.remote(frame)
-            self._load_weights(ray.get(push))
+            self._load_weights(ray.get(self._push(step, index)))
             compute_s, update_s = compute_s + t1 - t0, update_s + time.perf_counter() - t1
             if step % _RSS_CHECK_EVERY == 0:
                 self._check_memory()
