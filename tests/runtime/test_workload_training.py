@@ -124,6 +124,6 @@ def test_image_only_decoding_finds_is_named_and_not_retried(
     n = open_data(broken).size("train")
     config = TrainConfig(workload=broken, epochs=1, heartbeat_s=1.0, max_restarts=3)
     plan = TrainPlan({"nano-0": n}, {"nano-0": 16}, "pi5", "pi5")  # one worker holds it all
-    with pytest.raises(ConfigError, match="corrupt image .*zzz-broken.png") as info:
+    with pytest.raises(ConfigError, match=r"corrupt image .*zzz-broken\.png") as info:
         train(runtime, config, plan)
     assert info.value.field == "data"
