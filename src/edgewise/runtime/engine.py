@@ -201,18 +201,21 @@ def _attempts(job: _Job, plan: TrainPlan, store: Any, monitor: Any, replan: Repl
     for restart in range(config.max_restarts + 1):
         rng = np.random.default_rng([config.seed, restart])
         positions = shard_indices(n_samples, dict(plan.shards), rng)
-        attempt = launch(runtime, config, plan, job.job_id, restart, monitor, store,
-                         positions, validation, job.checkpoint, job.events,
-                         workload=job.workload, chunk_samples=chunk_samples)
-        try:
+        attempt: Attempt | None = None
+        try:  # a member lost while the shards load is a fault like any other
+            attempt = launch(runtime, config, plan, job.job_id, restart, monitor, store,
+                             positions, validation, job.checkpoint, job.events,
+                             workload=job.workload, chunk_samples=chunk_samples)
             job.run_attempt(attempt)
             return plan
         except Interrupted as lost:
             job.interrupted(lost)
-            attempt.teardown()
+            if attempt is not None:
+                attempt.teardown()
             healthy = runtime.cluster.without(ledger.struck_out(runtime.cluster.device_names))
             plan = replan(healthy, n_samples, plan)
             job.events("restart", {"restart": restart + 1, "plan": plan})
         finally:
-            attempt.teardown()
+            if attempt is not None:
+                attempt.teardown()
     raise RuntimeFault(f"gave up after {config.max_restarts} restarts")

@@ -72,7 +72,8 @@ def launch(runtime: RayRuntime, config: TrainConfig, plan: TrainPlan, job_id: st
     ps_name = f"ps-{job_id}-{attempt}"
     ps = ParameterServer.options(**runtime.actor_options(plan.ps_device, mem, ps_name)).remote(  # type: ignore[attr-defined]
         workload, config.seed, config.optimizer, config.learning_rate, config.momentum,
-        runtime.stretch[plan.ps_device], validation, checkpoint, config.compression)
+        runtime.stretch[plan.ps_device], validation, checkpoint, config.compression,
+        schedule=config.lr_schedule, epochs=config.epochs)
     run = Attempt(plan, ps, ps_name, {}, monitor)
     for w in plan.workers:
         name = f"worker-{job_id}-{attempt}-{w}"

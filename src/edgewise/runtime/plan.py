@@ -26,6 +26,7 @@ class TrainConfig:
     epochs: int = 8
     optimizer: Literal["adam", "sgd"] = "adam"
     learning_rate: float = 0.003
+    lr_schedule: Literal["constant", "cosine"] = "constant"  # cosine: anneal over the epochs
     momentum: float = 0.0
     seed: int = 0
     heartbeat_s: float = 1.0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from typing import Any
@@ -22,6 +23,14 @@ __all__ = ["ParameterServer"]
 _EVAL_BATCH = 256
 
 
+def epoch_lr(base: float, schedule: str, epoch: int, epochs: int) -> float:
+    """The learning rate of ``epoch`` (0-based) of ``epochs``: constant, or cosine-annealed
+    from ``base`` towards zero (half a cosine over the run, Loshchilov & Hutter's SGDR)."""
+    if schedule == "cosine" and epoch >= 0:
+        return base * 0.5 * (1 + math.cos(math.pi * min(epoch, epochs) / epochs))
+    return base
+
+
 @ray.remote(max_concurrency=32)  # type: ignore[call-overload]
 class ParameterServer:
     """Holds the model; applies gradients as they arrive (async) or once every active worker
@@ -33,8 +42,10 @@ class ParameterServer:
 
     def __init__(self, model: str | Workload, seed: int, optimizer: str, lr: float,
                  momentum: float, stretch: float, validation: bytes | list[bytes],
-                 checkpoint: bytes | None = None, compression: str = "lz4") -> None:
+                 checkpoint: bytes | None = None, compression: str = "lz4", *,
+                 schedule: str = "constant", epochs: int = 1) -> None:
         torch.set_num_threads(1)
+        self.base_lr, self.schedule, self.total_epochs = lr, schedule, max(epochs, 1)
         self.workload = as_workload(model)
         task = self.workload.task
         self.model = build_model(self.workload, seed=seed, num_classes=task.num_classes,
@@ -98,6 +109,8 @@ class ParameterServer:
 
     def begin_epoch(self, epoch: int, workers: list[str]) -> None:
         with self.lock:
+            for group in self.opt.param_groups:
+                group["lr"] = epoch_lr(self.base_lr, self.schedule, epoch, self.total_epochs)
             self.epoch, self.applied, self.samples_this_epoch = epoch, [], 0
             self.active, self.pending = set(workers), {}
             self.step_done = self.pending_step = -1
