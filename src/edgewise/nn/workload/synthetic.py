@@ -4,12 +4,13 @@ backgrounds, saved as PNGs in one subfolder per class."""
 
 from __future__ import annotations
 
+import argparse
 from pathlib import Path
 
 import numpy as np
 from PIL import Image, ImageDraw
 
-__all__ = ["SHAPES", "draw_shape", "make_shapes_folder"]
+__all__ = ["SHAPES", "draw_shape", "main", "make_shapes_folder", "make_shapes_npz"]
 
 SHAPES = ("circle", "square", "triangle", "cross")
 
@@ -60,3 +61,36 @@ def make_shapes_folder(root: str | Path, per_class: int = 100, size: int = 32, s
         for i in range(per_class):
             draw_shape(shape, size, rng).save(folder / f"{shape}-{i:04d}.png")
     return root
+
+
+def make_shapes_npz(path: str | Path, per_class: int = 100, size: int = 32, seed: int = 0,
+                    classes: int = 4) -> Path:
+    """The same images as arrays in an npz file: ``x`` float32 (N, 3, size, size) in [0, 1]
+    and ``y`` int64 class indices (the order of :data:`SHAPES`)."""
+    rng = np.random.default_rng(seed)
+    images, labels = [], []
+    for label, shape in enumerate(SHAPES[:classes]):
+        for _ in range(per_class):
+            images.append(np.asarray(draw_shape(shape, size, rng), np.float32) / 255)
+            labels.append(label)
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    np.savez(path, x=np.stack(images).transpose(0, 3, 1, 2), y=np.asarray(labels, np.int64))
+    return path
+
+
+def main(argv: list[str] | None = None) -> None:
+    """``python -m edgewise.nn.workload.synthetic OUT [--npz] [--per-class N] [--size S]``."""
+    parser = argparse.ArgumentParser(description="Write a learnable image folder (or npz).")
+    parser.add_argument("out", type=Path, help="the folder (or .npz file with --npz) to write")
+    parser.add_argument("--per-class", type=int, default=100)
+    parser.add_argument("--size", type=int, default=32)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--npz", action="store_true", help="write arrays x and y instead")
+    args = parser.parse_args(argv)
+    make = make_shapes_npz if args.npz else make_shapes_folder
+    print(make(args.out, per_class=args.per_class, size=args.size, seed=args.seed))
+
+
+if __name__ == "__main__":
+    main()
