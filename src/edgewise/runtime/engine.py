@@ -43,6 +43,7 @@ class EpochRecord:
     workers: tuple[str, ...]
     applied_ids: NDArray[np.int64] = field(repr=False)
     worker_stats: dict[str, dict[str, float]] = field(repr=False, default_factory=dict)
+    server_seconds: float = 0.0  # the parameter server's time serving async pushes
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,7 +122,7 @@ class _Job:
             self.checkpoint = out["checkpoint"]
             self.checkpoint_path = _save(self.checkpoint_dir, epoch, out["checkpoint"])
             record = EpochRecord(epoch, out["val_accuracy"], wall, len(ids) / wall,
-                                 attempt.plan.workers, ids, stats)
+                                 attempt.plan.workers, ids, stats, out.get("push_seconds", 0.0))
             self.records.append(record)
             self.events("epoch_end", {"epoch": epoch, "record": record})
             if self._reached_target():

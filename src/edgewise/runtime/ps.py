@@ -15,7 +15,7 @@ from edgewise.nn.models import make_optimizer
 from edgewise.nn.workload import Workload, build_model, metric_hits
 from edgewise.runtime.datastore import as_workload
 from edgewise.runtime.emulation import emulated_compute
-from edgewise.runtime.trainstate import Layout, Pushed, mean_buffers, read_frames
+from edgewise.runtime.trainstate import FlatState, Pushed, mean_pushes, read_frames
 from edgewise.runtime.transport import decode, encode, to_torch
 
 __all__ = ["ParameterServer"]
@@ -50,8 +50,8 @@ class ParameterServer:
         task = self.workload.task
         self.model = build_model(self.workload, seed=seed, num_classes=task.num_classes,
                                  input_shape=task.input_shape)
+        self.flat = FlatState(self.model)
         self.opt = make_optimizer(optimizer, self.model, lr, momentum)
-        self.layout = Layout(self.model)
         self.stretch, self.compression = stretch, compression
         frames = [validation] if isinstance(validation, bytes) else list(validation)
         val = read_frames(frames, self.workload)
@@ -62,6 +62,7 @@ class ParameterServer:
         self.active: set[str] = set()
         self.pending: dict[str, Pushed] = {}
         self.cached: tuple[int, bytes] = (-1, b"")
+        self.push_seconds = 0.0  # time spent serving pushes this epoch (decode, step, encode)
         self.step_done = self.pending_step = -1
         if checkpoint is not None:
             self._restore(checkpoint)
@@ -70,9 +71,9 @@ class ParameterServer:
         """Weights and optimiser state from a checkpoint frame (see :meth:`_checkpoint`)."""
         tensors = to_torch(decode(frame))
         with torch.no_grad():
-            for name, t in (*self.layout.params, *self.layout.buffers):
+            for name, t in (*self.flat.params, *self.flat.buffers):
                 t.copy_(tensors[f"w.{name}"])
-            for name, p in self.layout.params:
+            for name, p in self.flat.params:
                 prefix, suffix = "o.", f".{name}"
                 state = {k[len(prefix) : -len(suffix)]: v for k, v in tensors.items()
                          if k.startswith(prefix) and k.endswith(suffix)}
@@ -81,8 +82,8 @@ class ParameterServer:
 
     def _checkpoint(self) -> dict[str, torch.Tensor]:
         """Weights and buffers as ``w.<name>``, optimiser state as ``o.<key>.<param>``."""
-        out = {f"w.{name}": t.detach() for name, t in (*self.layout.params, *self.layout.buffers)}
-        for name, p in self.layout.params:
+        out = {f"w.{name}": t.detach() for name, t in (*self.flat.params, *self.flat.buffers)}
+        for name, p in self.flat.params:
             for key, value in self.opt.state.get(p, {}).items():
                 if isinstance(value, torch.Tensor):
                     out[f"o.{key}.{name}"] = value
@@ -91,20 +92,15 @@ class ParameterServer:
     def _weights(self) -> bytes:
         """The current weights frame, encoded once per update (pulls and sync replies share)."""
         if self.cached[0] != self.updates:
-            frame = self.layout.weights_frame(self.compression, {"updates": self.updates})  # type: ignore[arg-type]
+            frame = self.flat.weights_frame(self.compression, {"updates": self.updates})  # type: ignore[arg-type]
             self.cached = (self.updates, frame)
         return self.cached[1]
 
-    def _apply(self, grads: dict[str, torch.Tensor | None],
-               buffers: dict[str, torch.Tensor]) -> None:
+    def _apply(self, flats: dict[str, torch.Tensor]) -> None:
+        """One optimiser step with the pushed gradients; adopt the pushed buffers."""
         with emulated_compute(self.stretch):
-            for name, p in self.layout.params:
-                p.grad = grads.get(name)
+            self.flat.apply_push(flats)
             self.opt.step()
-            with torch.no_grad():
-                for name, b in self.layout.buffers:
-                    if name in buffers:
-                        b.copy_(buffers[name])
         self.updates += 1
 
     def begin_epoch(self, epoch: int, workers: list[str]) -> None:
@@ -112,6 +108,7 @@ class ParameterServer:
             for group in self.opt.param_groups:
                 group["lr"] = epoch_lr(self.base_lr, self.schedule, epoch, self.total_epochs)
             self.epoch, self.applied, self.samples_this_epoch = epoch, [], 0
+            self.push_seconds = 0.0
             self.active, self.pending = set(workers), {}
             self.step_done = self.pending_step = -1
 
@@ -121,17 +118,20 @@ class ParameterServer:
 
     def push_async(self, frame: bytes) -> bytes:
         """Apply one worker's gradients at once and return the new weights (async loop)."""
-        pushed = self.layout.read_push(frame)
+        started = time.perf_counter()
+        pushed = self.flat.read_push(frame)
         with self.lock:
-            self._apply(pushed.grads, pushed.buffers)
+            self._apply(pushed.flats)
             self.applied.append(pushed.ids)
             self.samples_this_epoch += len(pushed.ids)
-            return self._weights()
+            weights = self._weights()
+            self.push_seconds += time.perf_counter() - started
+            return weights
 
     def push_sync(self, worker: str, step: int, frame: bytes) -> bytes:
         """Wait until every active worker pushed for ``step``, apply their sample-weighted
         mean gradient once, and return the new weights (sync loop)."""
-        pushed = self.layout.read_push(frame)
+        pushed = self.flat.read_push(frame)
         with self.lock:
             self.pending[worker] = pushed
             self.pending_step = step
@@ -151,13 +151,7 @@ class ParameterServer:
             return
         pushes = list(self.pending.values())
         total = sum(len(p.ids) for p in pushes)
-        mean: dict[str, torch.Tensor | None] = {}
-        for name, _ in self.layout.params:
-            parts = [(g, len(p.ids) / total) for p in pushes
-                     if (g := p.grads.get(name)) is not None]
-            mean[name] = sum((g * w for g, w in parts[1:]), parts[0][0] * parts[0][1]) \
-                if parts else None
-        self._apply(mean, mean_buffers(p.buffers for p in pushes))
+        self._apply(mean_pushes(pushes))
         self.samples_this_epoch += total
         self.pending, self.step_done = {}, self.pending_step
         self.lock.notify_all()
@@ -189,4 +183,5 @@ class ParameterServer:
                                 meta={"epoch": self.epoch, "updates": self.updates})
             return {"epoch": self.epoch, "val_accuracy": accuracy, "checkpoint": checkpoint,
                     "applied_ids": encode({"ids": ids}), "updates": self.updates,
+                    "push_seconds": self.push_seconds,
                     "validation_seconds": time.perf_counter() - t0}

@@ -1,10 +1,11 @@
-"""What the parameter server and the workers exchange every batch, packed flat for speed.
+"""What the parameter server and the workers exchange every batch, kept flat for speed.
 
-Both sides build the same network, so they agree on the order of its parameters and
-buffers (:class:`Layout`); a frame therefore carries one flat array per dtype (``p.float32``
-for weights or gradients, ``b.float32``/``b.int64`` for buffers) instead of one tensor per
-name, which makes encoding, decoding and loading a handful of memory copies rather than
-hundreds of small ones. The frame's meta holds each flat array's length, checked on arrival.
+:class:`FlatState` moves a model's parameters, their gradients and its buffers into one flat
+tensor per dtype each (the parameters become views into them, as in DDP's gradient buckets).
+Both sides build the same network, so they agree on the order; a frame carries the flat
+tensors as they are (``p.float32`` weights or gradients, ``b.float32``/``b.int64`` buffers)
+and loading one is a single copy per dtype. Backward accumulates straight into the flat
+gradients. A parameter the batch did not reach travels as a zero gradient (as in DDP).
 
 Buffers (BatchNorm running statistics) travel both ways: a worker pushes its buffers beside
 its gradients; it pulled them from the server before the batch, so they are the server's
@@ -15,7 +16,7 @@ statistics and would validate with wrong ones.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,108 +29,147 @@ from edgewise.nn.data import Dataset
 from edgewise.nn.workload import Workload, sample_shape, unpack
 from edgewise.runtime.transport import Codec, Decoded, TransportError, decode, encode, to_torch
 
-__all__ = ["Layout", "Pushed", "mean_buffers", "read_frames"]
+__all__ = ["FlatState", "Pushed", "mean_pushes", "read_frames"]
+
+
+def _key(prefix: str, dtype: torch.dtype) -> str:
+    return f"{prefix}.{str(dtype).removeprefix('torch.')}"
+
+
+def _flatten(prefix: str, tensors: Sequence[torch.Tensor]) -> dict[str, torch.Tensor]:
+    """One flat tensor per dtype holding ``tensors``, which become views into it."""
+    groups: dict[torch.dtype, list[torch.Tensor]] = {}
+    for t in tensors:
+        groups.setdefault(t.dtype, []).append(t)
+    flats: dict[str, torch.Tensor] = {}
+    for dtype, group in groups.items():
+        flat = torch.cat([t.detach().reshape(-1) for t in group])
+        offset = 0
+        for t in group:
+            t.data = flat[offset : offset + t.numel()].view_as(t)
+            offset += t.numel()
+        flats[_key(prefix, dtype)] = flat
+    return flats
 
 
 @dataclass(frozen=True, slots=True)
 class Pushed:
-    """One decoded push: gradients by parameter (None where the batch gave none), the
-    worker's buffers by name, and the ids of the samples it trained."""
+    """One decoded push: the flat gradients (``p.*``) and buffers (``b.*``) it carries, and
+    the ids of the samples it trained."""
 
-    grads: dict[str, torch.Tensor | None]
-    buffers: dict[str, torch.Tensor]
+    flats: dict[str, torch.Tensor]
     ids: NDArray[np.int64]
 
 
-class Layout:
-    """A model's parameters and buffers in a fixed order, and their flat encodings."""
+class FlatState:
+    """A model's parameters, gradients and buffers in flat tensors (see the module doc)."""
 
     def __init__(self, model: nn.Module) -> None:
         self.model = model
         self.params = [(n, p) for n, p in model.named_parameters()]
         self.buffers = [(n, b) for n, b in model.named_buffers()]
-        self.nbytes = sum(t.numel() * t.element_size() for _, t in (*self.params, *self.buffers))
+        self.flats = _flatten("p", [p for _, p in self.params])
+        self.flats |= _flatten("b", [b for _, b in self.buffers])
+        self.grads: dict[str, torch.Tensor] = {}
+        for key, flat in list(self.flats.items()):
+            if key.startswith("p."):
+                self.grads[key] = torch.zeros_like(flat)
+        self._attach_grads()
+        self.nbytes = sum(t.numel() * t.element_size() for t in self.flats.values())
 
-    @staticmethod
-    def _pack(prefix: str, tensors: Sequence[torch.Tensor]) -> dict[str, torch.Tensor]:
-        groups: dict[torch.dtype, list[torch.Tensor]] = {}
-        for t in tensors:
-            groups.setdefault(t.dtype, []).append(t.detach().reshape(-1))
-        return {f"{prefix}.{str(dtype).removeprefix('torch.')}": torch.cat(parts)
-                for dtype, parts in groups.items()}
+    def _attach_grads(self) -> None:
+        """Point every parameter's ``.grad`` at its slice of the flat gradients."""
+        offsets: dict[str, int] = {}
+        for _, p in self.params:
+            key = _key("p", p.dtype)
+            start = offsets.get(key, 0)
+            offsets[key] = start + p.numel()
+            p.grad = self.grads[key][start : offsets[key]].view_as(p)
+        self._grad_ptrs = [p.grad.data_ptr() for _, p in self.params if p.grad is not None]
 
-    def _frame(self, first: Sequence[torch.Tensor], compression: Codec,
-               extra: dict[str, Any], meta: dict[str, Any]) -> bytes:
-        tensors = self._pack("p", first) | self._pack("b", [b for _, b in self.buffers])
+    def zero_grad(self) -> None:
+        for flat in self.grads.values():
+            flat.zero_()
+
+    def check_grads(self) -> None:
+        """Make sure backward accumulated into the flat gradients (it does in place unless
+        something replaced a ``.grad``); re-attach and copy in any that moved."""
+        moved = [(p, p.grad) for (_, p), ptr in zip(self.params, self._grad_ptrs, strict=True)
+                 if p.grad is None or p.grad.data_ptr() != ptr]
+        if moved:
+            self._attach_grads()
+            with torch.no_grad():
+                for p, grad in moved:
+                    if grad is not None and p.grad is not None:
+                        p.grad.copy_(grad)
+
+    def _frame(self, tensors: Mapping[str, torch.Tensor], compression: Codec,
+               meta: Mapping[str, Any]) -> bytes:
         sizes = {k: int(v.numel()) for k, v in tensors.items()}
-        return encode(tensors | extra, compression=compression, meta=meta | {"sizes": sizes})
+        return encode(tensors, compression=compression, meta={**meta, "sizes": sizes})
 
-    def weights_frame(self, compression: Codec, meta: dict[str, Any]) -> bytes:
+    def weights_frame(self, compression: Codec, meta: Mapping[str, Any]) -> bytes:
         """Parameters and buffers (what a pull returns)."""
-        return self._frame([p for _, p in self.params], compression, {}, meta)
+        return self._frame(self.flats, compression, meta)
 
     def gradients_frame(self, ids: NDArray[np.int64], compression: Codec) -> bytes:
-        """Gradients (zeros where none, listed in ``nograd``), buffers and sample ids."""
-        missing = [i for i, (_, p) in enumerate(self.params) if p.grad is None]
-        grads = [p.grad if p.grad is not None else torch.zeros_like(p) for _, p in self.params]
-        return self._frame(grads, compression, {"ids": ids}, {"nograd": missing})
+        """Gradients, buffers and the trained samples' ids (what a push sends)."""
+        buffers = {k: v for k, v in self.flats.items() if k.startswith("b.")}
+        return encode({**self.grads, **buffers, "ids": torch.from_numpy(ids)},
+                      compression=compression,
+                      meta={"sizes": {k: int(v.numel()) for k, v in
+                                      (*self.grads.items(), *buffers.items())}})
 
-    @staticmethod
-    def _walk(decoded: Decoded, prefix: str, entries: Sequence[tuple[str, torch.Tensor]]
-              ) -> Iterable[tuple[int, str, int]]:
-        """(index, flat array key, start offset) of every entry, in order; TransportError if
-        the frame's flat arrays do not match the layout."""
-        offsets: dict[str, int] = {}
+    def _check(self, decoded: Decoded, keys: Iterable[str]) -> None:
         sizes = decoded.meta.get("sizes", {})
-        for i, (name, t) in enumerate(entries):
-            key = f"{prefix}.{str(t.dtype).removeprefix('torch.')}"
-            flat = decoded.arrays.get(key)
-            if flat is None or sizes.get(key) != flat.size:
-                raise TransportError(f"frame lacks {key} for {name} or its size is off")
-            start = offsets.get(key, 0)
-            offsets[key] = start + t.numel()
-            if offsets[key] > flat.size:
-                raise TransportError(f"frame's {key} is shorter than the model's layout")
-            yield i, key, start
+        for key in keys:
+            array = decoded.arrays.get(key)
+            want = (self.grads.get(key) if key.startswith("p.") else self.flats[key])
+            if array is None or want is None or array.size != want.numel() or \
+                    sizes.get(key) != array.size:
+                raise TransportError(f"frame's {key} does not match this model's layout")
 
     def load_weights(self, frame: bytes | Decoded) -> None:
-        """Copy a weights frame into the model, in place."""
+        """Copy a weights frame into the model, in place (one copy per flat tensor)."""
         decoded = decode(frame) if isinstance(frame, bytes | bytearray | memoryview) else frame
-        owned = to_torch(decoded)
+        self._check(decoded, self.flats)
+        owned = to_torch(Decoded({k: decoded.arrays[k] for k in self.flats},
+                                 decoded.dtypes, decoded.meta))
         with torch.no_grad():
-            for prefix, entries in (("p", self.params), ("b", self.buffers)):
-                for i, key, start in self._walk(decoded, prefix, entries):
-                    target = entries[i][1]
-                    target.copy_(owned[key][start : start + target.numel()].view(target.shape))
+            for key, flat in self.flats.items():
+                flat.copy_(owned[key])
 
     def read_push(self, frame: bytes) -> Pushed:
-        """A gradients frame as tensors (one copy per flat array; the rest are views)."""
+        """A gradients frame's flat tensors (owned copies) and ids."""
         decoded = decode(frame)
-        owned = to_torch(decoded)
-        nograd = set(decoded.meta.get("nograd", []))
-
-        def view(key: str, start: int, like: torch.Tensor) -> torch.Tensor:
-            return owned[key][start : start + like.numel()].view(like.shape)
-
-        grads: dict[str, torch.Tensor | None] = {
-            self.params[i][0]: None if i in nograd else view(key, start, self.params[i][1])
-            for i, key, start in self._walk(decoded, "p", self.params)}
-        buffers = {self.buffers[i][0]: view(key, start, self.buffers[i][1])
-                   for i, key, start in self._walk(decoded, "b", self.buffers)}
-        if "ids" not in owned:
+        self._check(decoded, [*self.grads, *(k for k in self.flats if k.startswith("b."))])
+        if "ids" not in decoded.arrays:
             raise TransportError("a gradients frame carries the ids of its samples")
-        return Pushed(grads, buffers, owned["ids"].numpy().astype(np.int64, copy=False))
+        owned = to_torch(decoded)
+        ids = owned.pop("ids").numpy().astype(np.int64, copy=False)
+        return Pushed(owned, ids)
+
+    def apply_push(self, flats: Mapping[str, torch.Tensor]) -> None:
+        """Set the gradients (and adopt the buffers) a push carried, before a step."""
+        with torch.no_grad():
+            for key, flat in flats.items():
+                (self.grads[key] if key.startswith("p.") else self.flats[key]).copy_(flat)
 
 
-def mean_buffers(pushed: Iterable[dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
-    """The mean of floating buffers and the largest of integer ones (step counters)."""
-    items = [p for p in pushed if p]
-    if not items:
-        return {}
+def mean_pushes(pushes: Sequence[Pushed]) -> dict[str, torch.Tensor]:
+    """Sample-weighted mean gradients and mean buffers (the largest for integer buffers,
+    which count steps) of the pushes of one synchronous step."""
+    total = sum(len(p.ids) for p in pushes)
     out: dict[str, torch.Tensor] = {}
-    for name in items[0]:
-        values = torch.stack([p[name] for p in items])
-        out[name] = values.mean(0) if values.is_floating_point() else values.max(0).values
+    for key in pushes[0].flats:
+        values = [p.flats[key] for p in pushes]
+        if key.startswith("p."):
+            out[key] = sum((v * (len(p.ids) / total) for v, p in zip(values, pushes, strict=True)),
+                           torch.zeros_like(values[0]))
+        elif values[0].is_floating_point():
+            out[key] = torch.stack(values).mean(0)
+        else:
+            out[key] = torch.stack(values).max(0).values
     return out
 
 

@@ -19,7 +19,7 @@ from edgewise.runtime.datastore import as_workload, chunks
 from edgewise.runtime.emulation import emulated_compute
 from edgewise.runtime.heartbeat import Heartbeat
 from edgewise.runtime.shaping import ByteCounter, ShapedLink
-from edgewise.runtime.trainstate import Layout, read_frames
+from edgewise.runtime.trainstate import FlatState, read_frames
 from edgewise.runtime.transport import decode
 
 __all__ = ["Worker"]
@@ -49,7 +49,7 @@ class Worker:
         task = self.workload.task
         self.model = build_network(self.workload, seed=seed, num_classes=task.num_classes,
                                    input_shape=task.input_shape).train()
-        self.layout = Layout(self.model)
+        self.flat = FlatState(self.model)
         self.ps_link, self.store_link = ShapedLink(ps_link), ShapedLink(store_link)
         self.ps_peer = ps_link.b if ps_link.a == device else ps_link.a
         self.counter = ByteCounter()
@@ -80,20 +80,21 @@ class Worker:
         decoded = decode(frame)
         raw = sum(a.nbytes for a in decoded.arrays.values())
         self.counter.record(self.ps_link.key, raw_bytes=raw, wire_bytes=len(frame))
-        self.layout.load_weights(decoded)
+        self.flat.load_weights(decoded)
 
     def _gradients(self, index: np.ndarray) -> None:
         with emulated_compute(self.stretch):
-            self.model.zero_grad(set_to_none=True)
+            self.flat.zero_grad()
             value = loss(self.workload.task, self.model(self.x[index]), self.y[index])
             value.backward()  # type: ignore[no-untyped-call]
+            self.flat.check_grads()
 
     def _push(self, step: int, index: np.ndarray) -> Any:
         """Send this batch's gradients, buffers and sample ids; the reply's object ref."""
         ids = self.ids[index]
-        frame = self.layout.gradients_frame(ids, self.compression)  # type: ignore[arg-type]
+        frame = self.flat.gradients_frame(ids, self.compression)  # type: ignore[arg-type]
         self.ps_link.transmit(len(frame))
-        self.counter.record(self.ps_link.key, raw_bytes=self.layout.nbytes + ids.nbytes,
+        self.counter.record(self.ps_link.key, raw_bytes=self.flat.nbytes + ids.nbytes,
                             wire_bytes=len(frame))
         if self.sync:
             return self.ps.push_sync.remote(self.device, step, frame)
@@ -106,10 +107,13 @@ class Worker:
             raise MemoryError(f"{self.device}: {rss_mb:.0f} MB exceeds its {cap} MB")
 
     def run_epoch(self, epoch: int) -> dict[str, float]:
-        """Train every sample of the shard once; returns the epoch's timings."""
+        """Train every sample of the shard once; returns the epoch's timings: compute per
+        sample, and per batch the whole update and its parts (encoding the push, waiting
+        for the server's reply, loading the weights it returned)."""
         rng = np.random.default_rng([self.seed, epoch, _name_seed(self.name)])
         order = rng.permutation(len(self.ids))
-        wall0, compute_s, update_s = time.perf_counter(), 0.0, 0.0
+        wall0 = time.perf_counter()
+        spent = dict.fromkeys(("compute", "update", "encode", "wait", "load"), 0.0)
         self._load_weights(ray.get(self.ps.pull.remote()))
         for step, start in enumerate(range(0, len(order), self.batch)):
             self._obey()
@@ -117,16 +121,24 @@ class Worker:
             index = order[start : start + self.batch]
             self._gradients(index)
             t1 = time.perf_counter()
-            self._load_weights(ray.get(self._push(step, index)))
-            compute_s, update_s = compute_s + t1 - t0, update_s + time.perf_counter() - t1
+            reply = self._push(step, index)
+            t2 = time.perf_counter()
+            frame = ray.get(reply)
+            t3 = time.perf_counter()
+            self._load_weights(frame)
+            t4 = time.perf_counter()
+            for key, seconds in (("compute", t1 - t0), ("update", t4 - t1), ("encode", t2 - t1),
+                                 ("wait", t3 - t2), ("load", t4 - t3)):
+                spent[key] += seconds
             if step % _RSS_CHECK_EVERY == 0:
                 self._check_memory()
         if self.sync:
             ray.get(self.ps.leave.remote(self.device))
-        n = len(order)
+        n, batches = len(order), max(-(-len(order) // self.batch), 1)
         return {"samples": float(n), "wall_seconds": time.perf_counter() - wall0,
-                "compute_seconds_per_sample": compute_s / max(n, 1),
-                "update_seconds_per_batch": update_s / max(-(-n // self.batch), 1)}
+                "compute_seconds_per_sample": spent["compute"] / max(n, 1),
+                **{f"{k}_seconds_per_batch": v / batches for k, v in spent.items()
+                   if k != "compute"}}
 
     def _obey(self) -> None:
         """Freeze while the device is stalled; cut or restore the link to the server."""
