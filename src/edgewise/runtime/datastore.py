@@ -14,7 +14,7 @@ import numpy as np
 import ray
 from numpy.typing import NDArray
 
-from edgewise.nn.workload import DIGITS, Workload, builtin_workload, open_data
+from edgewise.nn.workload import DIGITS, Workload, open_data
 from edgewise.nn.workload.sources import Split
 from edgewise.runtime.transport import Codec, encode
 
@@ -37,7 +37,7 @@ def as_workload(dataset: str | Workload) -> Workload:
         return dataset
     if dataset != "digits":
         raise ValueError(f"unknown dataset {dataset!r}")
-    return builtin_workload(DIGITS.model.ref)
+    return DIGITS
 
 
 @ray.remote(max_concurrency=8)  # type: ignore[call-overload]

@@ -12,8 +12,7 @@ import ray
 import torch
 
 from edgewise.nn.models import make_optimizer
-from edgewise.nn.workload import Workload, build_model, metric_hits
-from edgewise.runtime.datastore import as_workload
+from edgewise.nn.workload import Workload, build_model, builtin_workload, metric_hits
 from edgewise.runtime.emulation import emulated_compute
 from edgewise.runtime.trainstate import FlatState, Pushed, mean_pushes, read_frames
 from edgewise.runtime.transport import decode, encode, to_torch
@@ -46,7 +45,7 @@ class ParameterServer:
                  schedule: str = "constant", epochs: int = 1) -> None:
         torch.set_num_threads(1)
         self.base_lr, self.schedule, self.total_epochs = lr, schedule, max(epochs, 1)
-        self.workload = as_workload(model)
+        self.workload = builtin_workload(model) if isinstance(model, str) else model
         task = self.workload.task
         self.model = build_model(self.workload, seed=seed, num_classes=task.num_classes,
                                  input_shape=task.input_shape)

@@ -14,8 +14,8 @@ import ray
 import torch
 
 from edgewise.cluster.model import Link
-from edgewise.nn.workload import Workload, build_network, loss
-from edgewise.runtime.datastore import as_workload, chunks
+from edgewise.nn.workload import Workload, build_network, builtin_workload, loss
+from edgewise.runtime.datastore import chunks
 from edgewise.runtime.emulation import emulated_compute
 from edgewise.runtime.heartbeat import Heartbeat
 from edgewise.runtime.shaping import ByteCounter, ShapedLink
@@ -45,7 +45,7 @@ class Worker:
         self.name, self.device, self.seed, self.batch = name, device, seed, batch_size
         self.stretch, self.memory_cap_mb, self.sync = stretch, memory_cap_mb, sync
         self.ps, self.compression = ps, compression
-        self.workload = as_workload(model)
+        self.workload = builtin_workload(model) if isinstance(model, str) else model
         task = self.workload.task
         self.model = build_network(self.workload, seed=seed, num_classes=task.num_classes,
                                    input_shape=task.input_shape).train()
