@@ -4,10 +4,12 @@
 (data store, parameter server and one worker as Ray actors, every batch's gradients pushed
 and weights pulled as transport frames) and in a plain PyTorch loop in this process (same
 model and seed, data, batch size, optimiser and one thread, like the worker). Both validate
-after every epoch. The ratio is the engine's samples/s over the loop's; the first epoch of
-each is a warm-up and not counted. The two alternate epoch by epoch (the plain loop runs one
-epoch each time the engine finishes one, while the engine's actors wait between epochs), so
-that a change in a shared host's load affects both sides alike.
+after every epoch; the first epoch of each is a warm-up and not counted. The two alternate
+epoch by epoch (the plain loop runs one epoch each time the engine finishes one, while the
+engine's actors wait), and each engine epoch is paired with the plain epoch right after it.
+The ratio is the median over the pairs of the engine's samples/s over the loop's, so that a
+change in a shared host's load, or a burst of it, affects both sides of a pair alike or
+only an outlying pair (the runtime bench uses medians over epochs for the same reason).
 """
 
 from __future__ import annotations
@@ -49,18 +51,31 @@ _CLUSTER = {
 
 @dataclass(frozen=True, slots=True)
 class Overhead:
-    """Samples/s of both runs over the counted epochs and their ratio (engine / plain)."""
+    """Samples/s per counted epoch of both runs (engine epoch ``i`` paired with plain epoch
+    ``i``), their medians and the median of the pairs' ratios (engine / plain)."""
 
-    engine_samples_per_second: float
-    plain_samples_per_second: float
-    epochs: int
+    engine_samples_per_second: tuple[float, ...]
+    plain_samples_per_second: tuple[float, ...]
     batch_size: int
     engine_val_accuracy: float
     plain_val_accuracy: float
 
     @property
+    def pair_ratios(self) -> tuple[float, ...]:
+        return tuple(e / p for e, p in zip(self.engine_samples_per_second,
+                                           self.plain_samples_per_second, strict=True))
+
+    @property
     def ratio(self) -> float:
-        return self.engine_samples_per_second / self.plain_samples_per_second
+        return float(np.median(self.pair_ratios))
+
+    @property
+    def engine_median(self) -> float:
+        return float(np.median(self.engine_samples_per_second))
+
+    @property
+    def plain_median(self) -> float:
+        return float(np.median(self.plain_samples_per_second))
 
 
 class _PlainLoop:
@@ -101,8 +116,8 @@ def single_worker_overhead_ratio(workload: Workload, *, batch_size: int = 32, ep
                                  learning_rate: float = 1e-3, seed: int = 0) -> Overhead:
     """Measure the engine's throughput against a plain loop's (see the module docstring).
 
-    Starts (and shuts down) its own local Ray instance with one device; ``epochs`` epochs
-    are counted on each side after one warm-up epoch.
+    Starts (and shuts down) its own local Ray instance with one device; ``epochs`` pairs of
+    epochs are counted after one warm-up epoch on each side.
     """
     cluster = cluster_from_dict(_CLUSTER, source="overhead")
     config = TrainConfig(workload=workload, epochs=epochs + 1, learning_rate=learning_rate,
@@ -113,13 +128,12 @@ def single_worker_overhead_ratio(workload: Workload, *, batch_size: int = 32, ep
     previous = torch.get_num_threads()
     torch.set_num_threads(1)  # the worker's thread count
     try:
-        loop = _PlainLoop(done, config, batch_size)
-        loop.run(1)  # warm-up
-        plain: list[tuple[int, float]] = []
+        loop_run = _PlainLoop(done, config, batch_size)
+        plain: list[tuple[int, float]] = []  # plain[0], after engine epoch 0, is a warm-up
 
         def interleave(kind: str, data: dict[str, object]) -> None:
-            if kind == "epoch_end" and len(plain) < epochs:
-                plain.append(loop.run(1))
+            if kind == "epoch_end":
+                plain.append(loop_run.run(1))
 
         runtime = start_local(cluster, EmulationConfig(host_speed=1.0))
         try:
@@ -128,7 +142,9 @@ def single_worker_overhead_ratio(workload: Workload, *, batch_size: int = 32, ep
             runtime.shutdown()
     finally:
         torch.set_num_threads(previous)
-    counted = result.epochs[1:]
-    engine = sum(len(r.applied_ids) for r in counted) / sum(r.wall_seconds for r in counted)
-    loop_rate = sum(n for n, _ in plain) / sum(s for _, s in plain)
-    return Overhead(engine, loop_rate, epochs, batch_size, result.val_accuracy, loop.accuracy)
+    engine = tuple(len(r.applied_ids) / r.wall_seconds for r in result.epochs[1:])
+    # plain[i] ran right after engine epoch i: a pair; both first epochs are warm-ups
+    loop = tuple(samples / seconds for samples, seconds in plain[1:])
+    pairs = min(len(engine), len(loop))
+    return Overhead(engine[:pairs], loop[:pairs], batch_size, result.val_accuracy,
+                    loop_run.accuracy)

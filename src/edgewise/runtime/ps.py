@@ -14,7 +14,7 @@ import torch
 from edgewise.nn.models import make_optimizer
 from edgewise.nn.workload import Workload, build_model, builtin_workload, metric_hits
 from edgewise.runtime.emulation import emulated_compute
-from edgewise.runtime.trainstate import FlatState, Pushed, mean_pushes, read_frames
+from edgewise.runtime.trainstate import FlatState, Frame, Pushed, mean_pushes, read_frames
 from edgewise.runtime.transport import decode, encode, to_torch
 
 __all__ = ["ParameterServer"]
@@ -60,7 +60,7 @@ class ParameterServer:
         self.applied: list[np.ndarray] = []
         self.active: set[str] = set()
         self.pending: dict[str, Pushed] = {}
-        self.cached: tuple[int, bytes] = (-1, b"")
+        self.cached: tuple[int, Frame] = (-1, np.zeros(0, np.uint8))
         self.push_seconds = 0.0  # time spent serving pushes this epoch (decode, step, encode)
         self.step_done = self.pending_step = -1
         if checkpoint is not None:
@@ -88,11 +88,12 @@ class ParameterServer:
                     out[f"o.{key}.{name}"] = value
         return out
 
-    def _weights(self) -> bytes:
-        """The current weights frame, encoded once per update (pulls and sync replies share)."""
+    def _weights(self) -> Frame:
+        """The current weights frame, encoded once per update (pulls and sync replies share
+        it); a uint8 array, which Ray hands over without copying it into a bytes object."""
         if self.cached[0] != self.updates:
             frame = self.flat.weights_frame(self.compression, {"updates": self.updates})  # type: ignore[arg-type]
-            self.cached = (self.updates, frame)
+            self.cached = (self.updates, np.frombuffer(frame, np.uint8))
         return self.cached[1]
 
     def _apply(self, flats: dict[str, torch.Tensor]) -> None:
@@ -111,11 +112,11 @@ class ParameterServer:
             self.active, self.pending = set(workers), {}
             self.step_done = self.pending_step = -1
 
-    def pull(self) -> bytes:
+    def pull(self) -> Frame:
         with self.lock:
             return self._weights()
 
-    def push_async(self, frame: bytes) -> bytes:
+    def push_async(self, frame: Frame) -> Frame:
         """Apply one worker's gradients at once and return the new weights (async loop)."""
         started = time.perf_counter()
         pushed = self.flat.read_push(frame)
@@ -127,7 +128,7 @@ class ParameterServer:
             self.push_seconds += time.perf_counter() - started
             return weights
 
-    def push_sync(self, worker: str, step: int, frame: bytes) -> bytes:
+    def push_sync(self, worker: str, step: int, frame: Frame) -> Frame:
         """Wait until every active worker pushed for ``step``, apply their sample-weighted
         mean gradient once, and return the new weights (sync loop)."""
         pushed = self.flat.read_push(frame)

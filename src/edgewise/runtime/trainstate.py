@@ -29,7 +29,15 @@ from edgewise.nn.data import Dataset
 from edgewise.nn.workload import Workload, sample_shape, unpack
 from edgewise.runtime.transport import Codec, Decoded, TransportError, decode, encode, to_torch
 
-__all__ = ["FlatState", "Pushed", "mean_pushes", "read_frames"]
+__all__ = ["FlatState", "Frame", "Pushed", "frame_view", "mean_pushes", "read_frames"]
+
+#: A transport frame as it travels between the server and a worker.
+Frame = bytes | NDArray[np.uint8]
+
+
+def frame_view(frame: Frame) -> memoryview:
+    """The frame's bytes without a copy."""
+    return frame.data if isinstance(frame, np.ndarray) else memoryview(frame)
 
 
 def _key(prefix: str, dtype: torch.dtype) -> str:
@@ -129,9 +137,9 @@ class FlatState:
                     sizes.get(key) != array.size:
                 raise TransportError(f"frame's {key} does not match this model's layout")
 
-    def load_weights(self, frame: bytes | Decoded) -> None:
+    def load_weights(self, frame: Frame | Decoded) -> None:
         """Copy a weights frame into the model, in place (one copy per flat tensor)."""
-        decoded = decode(frame) if isinstance(frame, bytes | bytearray | memoryview) else frame
+        decoded = frame if isinstance(frame, Decoded) else decode(frame_view(frame))
         self._check(decoded, self.flats)
         owned = to_torch(Decoded({k: decoded.arrays[k] for k in self.flats},
                                  decoded.dtypes, decoded.meta))
@@ -139,9 +147,9 @@ class FlatState:
             for key, flat in self.flats.items():
                 flat.copy_(owned[key])
 
-    def read_push(self, frame: bytes) -> Pushed:
+    def read_push(self, frame: Frame) -> Pushed:
         """A gradients frame's flat tensors (owned copies) and ids."""
-        decoded = decode(frame)
+        decoded = decode(frame_view(frame))
         self._check(decoded, [*self.grads, *(k for k in self.flats if k.startswith("b."))])
         if "ids" not in decoded.arrays:
             raise TransportError("a gradients frame carries the ids of its samples")

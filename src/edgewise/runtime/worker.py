@@ -19,7 +19,7 @@ from edgewise.runtime.datastore import chunks
 from edgewise.runtime.emulation import emulated_compute
 from edgewise.runtime.heartbeat import Heartbeat
 from edgewise.runtime.shaping import ByteCounter, ShapedLink
-from edgewise.runtime.trainstate import FlatState, read_frames
+from edgewise.runtime.trainstate import FlatState, Frame, frame_view, read_frames
 from edgewise.runtime.transport import decode
 
 __all__ = ["Worker"]
@@ -75,9 +75,9 @@ class Worker:
         self.ids = data.ids
         return sum(len(f) for f in frames)
 
-    def _load_weights(self, frame: bytes) -> None:
+    def _load_weights(self, frame: Frame) -> None:
         self.ps_link.transmit(len(frame))
-        decoded = decode(frame)
+        decoded = decode(frame_view(frame))
         raw = sum(a.nbytes for a in decoded.arrays.values())
         self.counter.record(self.ps_link.key, raw_bytes=raw, wire_bytes=len(frame))
         self.flat.load_weights(decoded)
@@ -96,9 +96,10 @@ class Worker:
         self.ps_link.transmit(len(frame))
         self.counter.record(self.ps_link.key, raw_bytes=self.flat.nbytes + ids.nbytes,
                             wire_bytes=len(frame))
+        array = np.frombuffer(frame, np.uint8)  # Ray passes arrays without a bytes copy
         if self.sync:
-            return self.ps.push_sync.remote(self.device, step, frame)
-        return self.ps.push_async.remote(frame)
+            return self.ps.push_sync.remote(self.device, step, array)
+        return self.ps.push_async.remote(array)
 
     def _check_memory(self) -> None:
         rss_mb = self.process.memory_info().rss / 2**20
