@@ -55,6 +55,15 @@ def test_hf_config_class_fills_labels_and_image_size() -> None:
     assert model(example_input(workload, batch=2)).shape == (2, 4)
 
 
+def test_batchnorm_momentum_replaces_every_layers() -> None:
+    doc = {"model": "hf:MobileNetV2Config", "model_args": {"depth_multiplier": 0.25}}
+    default = build_network(_workload(**doc), num_classes=2)
+    norms = [m for m in default.modules() if isinstance(m, nn.BatchNorm2d)]
+    assert norms and all(m.momentum == 0.997 for m in norms)  # transformers' TF-style value
+    tuned = build_network(_workload(**doc, batchnorm_momentum=0.1), num_classes=2)
+    assert all(m.momentum == 0.1 for m in tuned.modules() if isinstance(m, nn.BatchNorm2d))
+
+
 def test_hf_given_num_labels_is_kept() -> None:
     workload = _workload(model="hf:MobileNetV2Config",
                          model_args={"depth_multiplier": 0.25, "num_labels": 7})

@@ -40,6 +40,7 @@ BAD_SPECS: list[tuple[dict[str, Any], str, str]] = [
     ({"data_args": {"val_fraction": 1.5}}, "data_args.val_fraction", "less than 1"),
     ({"data_args": {"std": [0.0]}}, "data_args.std[0]", "greater than 0"),
     ({"modle": "digits-cnn"}, "modle", "not permitted"),
+    ({"batchnorm_momentum": 0}, "batchnorm_momentum", "greater than 0"),
     ({"model": ""}, "model", "at least 1"),
 ]
 
@@ -109,6 +110,7 @@ def test_yaml_errors_name_the_file(tmp_path: Path) -> None:
 def test_round_trip_through_the_dict_form(tmp_path: Path) -> None:
     workload = workload_from_dict({
         "model": "py:pkg.mod:make", "model_args": {"width": 4}, "weights": str(tmp_path / "w.st"),
+        "batchnorm_momentum": 0.1,
         "data": f"npz:{tmp_path / 'd.npz'}", "data_args": {"val_fraction": 0.25},
         "task": {"classes": 3, "label_smoothing": 0.1, "metric": "top5"}, "name": "x"})
     again = workload_from_dict(workload_to_dict(workload))

@@ -70,10 +70,12 @@ def test_user_model_on_an_image_folder_trains_in_chunks(
         assert np.array_equal(np.sort(record.applied_ids), train_ids)
     accuracies = [r.val_accuracy for r in result.epochs]
     assert max(accuracies) >= 0.8 and accuracies[-1] >= 0.5, accuracies  # chance: 0.25
-    state = decode((tmp_path / "epoch-0009.ewt").read_bytes()).arrays
-    # BatchNorm statistics reached the server: running means moved off their initial zeros.
+    checkpoint = decode((tmp_path / "epoch-0009.ewt").read_bytes())
+    state = checkpoint.arrays
+    # BatchNorm statistics reached the server: running means moved off their initial zeros,
+    # and every applied push's batch counted once.
     assert np.abs(state["w.inner.1.running_mean"]).max() > 0.01
-    assert int(state["w.inner.1.num_batches_tracked"]) > 0
+    assert int(state["w.inner.1.num_batches_tracked"]) == checkpoint.meta["updates"]
     assert all(b > 10 * 4096 for b in result.shipped_bytes.values())
 
 

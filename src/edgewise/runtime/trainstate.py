@@ -7,11 +7,12 @@ tensors as they are (``p.float32`` weights or gradients, ``b.float32``/``b.int64
 and loading one is a single copy per dtype. Backward accumulates straight into the flat
 gradients. A parameter the batch did not reach travels as a zero gradient (as in DDP).
 
-Buffers (BatchNorm running statistics) travel both ways: a worker pushes its buffers beside
-its gradients; it pulled them from the server before the batch, so they are the server's
-statistics moved one step by this batch, and the server adopts them (async) or their mean
-(sync). Without this the server's copy of a BatchNorm network would never learn its
-statistics and would validate with wrong ones.
+Buffers (BatchNorm running statistics) travel too: a pull carries them, and a push carries
+how this batch changed them (the worker's buffers minus those it pulled), which the server
+adds to its own, as it applies gradients: every batch's update counts, a stale one moved
+from the statistics it started from (the mean of the pushes' changes in a synchronous step;
+step counters add the largest). Without this the server's copy of a BatchNorm network would
+never learn its statistics and would validate with wrong ones.
 """
 
 from __future__ import annotations
@@ -62,8 +63,8 @@ def _flatten(prefix: str, tensors: Sequence[torch.Tensor]) -> dict[str, torch.Te
 
 @dataclass(frozen=True, slots=True)
 class Pushed:
-    """One decoded push: the flat gradients (``p.*``) and buffers (``b.*``) it carries, and
-    the ids of the samples it trained."""
+    """One decoded push: the flat gradients (``p.*``) and buffer changes (``b.*``) it
+    carries, and the ids of the samples it trained."""
 
     flats: dict[str, torch.Tensor]
     ids: NDArray[np.int64]
@@ -83,6 +84,7 @@ class FlatState:
             if key.startswith("p."):
                 self.grads[key] = torch.zeros_like(flat)
         self._attach_grads()
+        self.pulled = {k: v.clone() for k, v in self.flats.items() if k.startswith("b.")}
         self.nbytes = sum(t.numel() * t.element_size() for t in self.flats.values())
 
     def _attach_grads(self) -> None:
@@ -121,8 +123,9 @@ class FlatState:
         return self._frame(self.flats, compression, meta)
 
     def gradients_frame(self, ids: NDArray[np.int64], compression: Codec) -> bytes:
-        """Gradients, buffers and the trained samples' ids (what a push sends)."""
-        buffers = {k: v for k, v in self.flats.items() if k.startswith("b.")}
+        """Gradients, the buffers' change since the last pull and the trained samples' ids
+        (what a push sends)."""
+        buffers = {k: self.flats[k] - pulled for k, pulled in self.pulled.items()}
         return encode({**self.grads, **buffers, "ids": torch.from_numpy(ids)},
                       compression=compression,
                       meta={"sizes": {k: int(v.numel()) for k, v in
@@ -146,6 +149,8 @@ class FlatState:
         with torch.no_grad():
             for key, flat in self.flats.items():
                 flat.copy_(owned[key])
+            for key, pulled in self.pulled.items():
+                pulled.copy_(self.flats[key])
 
     def read_push(self, frame: Frame) -> Pushed:
         """A gradients frame's flat tensors (owned copies) and ids."""
@@ -158,15 +163,18 @@ class FlatState:
         return Pushed(owned, ids)
 
     def apply_push(self, flats: Mapping[str, torch.Tensor]) -> None:
-        """Set the gradients (and adopt the buffers) a push carried, before a step."""
+        """Set the gradients a push carried (before a step) and add its buffer changes."""
         with torch.no_grad():
             for key, flat in flats.items():
-                (self.grads[key] if key.startswith("p.") else self.flats[key]).copy_(flat)
+                if key.startswith("p."):
+                    self.grads[key].copy_(flat)
+                else:
+                    self.flats[key].add_(flat)
 
 
 def mean_pushes(pushes: Sequence[Pushed]) -> dict[str, torch.Tensor]:
-    """Sample-weighted mean gradients and mean buffers (the largest for integer buffers,
-    which count steps) of the pushes of one synchronous step."""
+    """Sample-weighted mean gradients and the mean buffer changes (the largest for integer
+    buffers, which count steps) of the pushes of one synchronous step."""
     total = sum(len(p.ids) for p in pushes)
     out: dict[str, torch.Tensor] = {}
     for key in pushes[0].flats:

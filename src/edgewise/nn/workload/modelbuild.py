@@ -68,15 +68,21 @@ def build_network(workload: Workload, *, seed: int = 0, num_classes: int | None 
     ``num_labels``, ``image_size`` and ``num_channels`` where its arguments leave them out."""
     spec = workload.model
     torch.manual_seed(seed)
-    if spec.kind == "builtin":
-        return _builtin(spec, num_classes)
-    if spec.kind == "hf":
-        return _hf(spec, num_classes, input_shape)
-    if spec.kind == "py":
-        return Logits(_py(spec))
-    from edgewise.nn.workload.exported import load_export
+    if spec.kind == "export":
+        from edgewise.nn.workload.exported import load_export
 
-    return Exported(load_export(Path(spec.ref)).module()).eval()
+        return Exported(load_export(Path(spec.ref)).module()).eval()
+    if spec.kind == "builtin":
+        model = _builtin(spec, num_classes)
+    elif spec.kind == "hf":
+        model = _hf(spec, num_classes, input_shape)
+    else:
+        model = Logits(_py(spec))
+    if spec.batchnorm_momentum is not None:
+        for module in model.modules():
+            if isinstance(module, nn.modules.batchnorm._BatchNorm):
+                module.momentum = spec.batchnorm_momentum
+    return model
 
 
 def _builtin(spec: ModelSpec, num_classes: int | None) -> nn.Module:

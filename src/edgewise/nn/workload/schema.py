@@ -3,6 +3,7 @@ and turned into a :class:`Workload`; every error is a ConfigError naming its fie
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -60,6 +61,8 @@ class WorkloadFile(_Strict):
     model: str = Field(min_length=1, description="built-in name, hf:, py: or export:")
     model_args: dict[str, Any] = Field(default_factory=dict,
                                        description="config or factory keyword arguments")
+    batchnorm_momentum: float | None = Field(
+        default=None, gt=0, le=1, description="replace every BatchNorm layer's momentum")
     weights: str | None = Field(default=None, description="a local .safetensors file")
     data: str | None = Field(default="digits", description="digits, images:DIR or npz:FILE")
     data_args: DataArgs = DataArgs()
@@ -67,6 +70,8 @@ class WorkloadFile(_Strict):
 
     def to_workload(self, base_dir: Path | None) -> Workload:
         model = _field("model", lambda: parse_model(self.model, self.model_args, base_dir))
+        if self.batchnorm_momentum is not None:
+            model = replace(model, batchnorm_momentum=self.batchnorm_momentum)
         args = self.data_args
         data = None if self.data is None else _field("data", lambda: parse_data(
             str(self.data), base_dir, val_fraction=args.val_fraction, mean=tuple(args.mean),
@@ -122,10 +127,12 @@ def load_workload(path: str | Path) -> Workload:
 def workload_from_flags(model: str, weights: str | Path | None = None,
                         data: str | None = "digits", *, model_args: dict[str, Any] | None = None,
                         input_shape: tuple[int, ...] | None = None,
-                        classes: int | None = None) -> Workload:
+                        classes: int | None = None,
+                        batchnorm_momentum: float | None = None) -> Workload:
     """A workload from inline CLI flags (``--model``, ``--weights``, ``--data``); errors name
     the flag's field like a file's would."""
-    doc: dict[str, Any] = {"model": model, "model_args": model_args or {}, "data": data}
+    doc: dict[str, Any] = {"model": model, "model_args": model_args or {}, "data": data,
+                           "batchnorm_momentum": batchnorm_momentum}
     if weights is not None:
         doc["weights"] = str(weights)
     task: dict[str, Any] = {}
@@ -147,6 +154,7 @@ def workload_to_dict(workload: Workload) -> dict[str, Any]:
     model: ModelSpec = workload.model
     doc: dict[str, Any] = {
         "name": workload.name, "model": model.text, "model_args": dict(model.args),
+        "batchnorm_momentum": model.batchnorm_momentum,
         "weights": str(workload.weights) if workload.weights else None,
         "data": data.text if data else None,
         "task": {"loss": task.loss, "metric": task.metric,

@@ -40,11 +40,14 @@ def _frozen(mapping: Mapping[str, Any] | None) -> Mapping[str, Any]:
 class ModelSpec:
     """Which network to build: ``kind`` says how, ``ref`` names it (a built-in name, a
     transformers config class, ``module:factory``, or a ``.pt2`` path), ``args`` are the
-    config or factory keyword arguments."""
+    config or factory keyword arguments. ``batchnorm_momentum``, when set, replaces every
+    BatchNorm layer's momentum (transformers' MobileNetV2 ports TensorFlow's decay 0.997 as
+    PyTorch's momentum, so its running statistics are about the last batch's alone)."""
 
     kind: ModelKind
     ref: str
     args: Mapping[str, Any] = field(default_factory=lambda: _frozen(None))
+    batchnorm_momentum: float | None = None
 
     @property
     def text(self) -> str:
