@@ -85,3 +85,22 @@ def test_synchronous_mean_weights_gradients_by_samples() -> None:
     want = 0.25 * a.grads["p.float32"] + 0.75 * b.grads["p.float32"]
     assert torch.allclose(mean["p.float32"], want)
     assert int(mean["b.int64"].max()) == 1  # one step on the counters
+
+
+@pytest.mark.parametrize(("name", "kwargs"), [("adam", {}), ("sgd", {"momentum": 0.9})])
+def test_flat_optimiser_steps_exactly_like_one_per_parameter(name: str,
+                                                             kwargs: dict[str, float]) -> None:
+    from edgewise.nn.models import make_optimizer
+
+    flat, plain = FlatState(_model(0)), _model(0)
+    flat_opt = make_optimizer(name, flat.optimizer_parameters().values(), 0.01, **kwargs)
+    plain_opt = make_optimizer(name, plain, 0.01, **kwargs)
+    for step in range(3):
+        _backward(flat, seed=step)
+        x, y = _batch(step)
+        plain_opt.zero_grad()
+        nn.functional.cross_entropy(plain(x), y).backward()
+        flat_opt.step()
+        plain_opt.step()
+    for (label, p), q in zip(flat.params, plain.parameters(), strict=True):
+        assert torch.allclose(p, q, atol=1e-6), label

@@ -50,7 +50,8 @@ class ParameterServer:
         self.model = build_model(self.workload, seed=seed, num_classes=task.num_classes,
                                  input_shape=task.input_shape)
         self.flat = FlatState(self.model)
-        self.opt = make_optimizer(optimizer, self.model, lr, momentum)
+        self.flat_params = self.flat.optimizer_parameters()
+        self.opt = make_optimizer(optimizer, self.flat_params.values(), lr, momentum)
         self.stretch, self.compression = stretch, compression
         frames = [validation] if isinstance(validation, bytes) else list(validation)
         val = read_frames(frames, self.workload)
@@ -72,20 +73,21 @@ class ParameterServer:
         with torch.no_grad():
             for name, t in (*self.flat.params, *self.flat.buffers):
                 t.copy_(tensors[f"w.{name}"])
-            for name, p in self.flat.params:
-                prefix, suffix = "o.", f".{name}"
-                state = {k[len(prefix) : -len(suffix)]: v for k, v in tensors.items()
-                         if k.startswith(prefix) and k.endswith(suffix)}
-                if state:
-                    self.opt.state[p] = state
+        for key, param in self.flat_params.items():
+            prefix, suffix = "o.", f".{key}"
+            state = {k[len(prefix) : -len(suffix)]: v for k, v in tensors.items()
+                     if k.startswith(prefix) and k.endswith(suffix)}
+            if state:
+                self.opt.state[param] = state
 
     def _checkpoint(self) -> dict[str, torch.Tensor]:
-        """Weights and buffers as ``w.<name>``, optimiser state as ``o.<key>.<param>``."""
+        """Weights and buffers as ``w.<name>``, the optimiser's state of each flat
+        parameter as ``o.<state>.<p.dtype>``."""
         out = {f"w.{name}": t.detach() for name, t in (*self.flat.params, *self.flat.buffers)}
-        for name, p in self.flat.params:
-            for key, value in self.opt.state.get(p, {}).items():
+        for key, param in self.flat_params.items():
+            for state, value in self.opt.state.get(param, {}).items():
                 if isinstance(value, torch.Tensor):
-                    out[f"o.{key}.{name}"] = value
+                    out[f"o.{state}.{key}"] = value
         return out
 
     def _weights(self) -> Frame:
