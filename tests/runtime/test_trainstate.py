@@ -104,3 +104,15 @@ def test_flat_optimiser_steps_exactly_like_one_per_parameter(name: str,
         plain_opt.step()
     for (label, p), q in zip(flat.params, plain.parameters(), strict=True):
         assert torch.allclose(p, q, atol=1e-6), label
+
+
+def test_lz4_is_skipped_only_where_it_cannot_pay() -> None:
+    from edgewise.runtime.trainstate import codec_for
+
+    noise = torch.randn(400_000)
+    sparse = torch.zeros(400_000)
+    sparse[::10] = 1.0
+    assert codec_for(noise, "lz4") == "none"  # float noise: a probe shrinks it by < 5%
+    assert codec_for(sparse, "lz4") == "lz4"
+    assert codec_for(torch.randn(100), "lz4") == "lz4"  # small tensors are not probed
+    assert codec_for(sparse, "none") == "none"
