@@ -29,6 +29,7 @@ test: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check src tests
 	$(BIN)/mypy
+	$(BIN)/lint-imports --no-logo
 
 bench: $(STAMP)
 	$(BIN)/edgewise bench runtime

@@ -8,8 +8,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 from edgewise.cluster.model import Cluster, Device, Link
+from edgewise.continual.api import continual_router
 from edgewise.service import InMemoryBackend, create_app
-from edgewise.service.continual_api import continual_router
 
 TOKEN = "test-token-0123456789abcdef"
 BASE = "/api/v1/continual"

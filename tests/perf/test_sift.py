@@ -10,7 +10,7 @@ import cv2
 import numpy as np
 import pytest
 
-from edgewise.perf.background import start_background_app
+from edgewise.perf.app_process import start_background_app
 from edgewise.perf.sift import (
     MAX_DATAGRAM,
     Reassembler,

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from edgewise.nn.chain import ModelChain
 from edgewise.pipeline.bench import _summary, sweep
-from edgewise.pipeline.problem import ModelChain
 
 MB = 2**20
 

@@ -10,12 +10,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from edgewise.errors import InfeasibleError
+from edgewise.nn.chain import ModelChain
 from edgewise.pipeline.generate import MB, random_instance
 from edgewise.pipeline.policies import get_policy
 from edgewise.pipeline.policies._common import objective
 from edgewise.pipeline.policies.exact import theorem1_lower_bound
 from edgewise.pipeline.policies.kpath import k_path
-from edgewise.pipeline.problem import ModelChain, PipelinePlan, PipelineProblem, bottleneck_s
+from edgewise.pipeline.problem import PipelinePlan, PipelineProblem, bottleneck_s
 
 HEURISTICS = ("random", "joint-greedy", "seifer", "bottleneck-dp")
 RNG_SEED = 7

@@ -13,19 +13,18 @@ from torch import nn
 
 from edgewise.cluster.schema import cluster_from_dict
 from edgewise.errors import ConfigError
+from edgewise.nn.split import split_sequential
 from edgewise.pipeline.probe import measure_bandwidth
 from edgewise.pipeline.run import Dispatcher, Result, run_pipeline, stream
-from edgewise.pipeline.stages import (
+from edgewise.runtime.faults import FaultInjector
+from edgewise.runtime.ray_cluster import RayRuntime, start_local
+from edgewise.wire.activation import (
     ActivationCodec,
     decode_activation,
     encode_activation,
-    materialize,
-    split_sequential,
-    stage_payload,
     zfp_available,
-)  # fmt: skip
-from edgewise.runtime.faults import FaultInjector
-from edgewise.runtime.ray_cluster import RayRuntime, start_local
+)
+from edgewise.wire.state import materialize, stage_payload
 
 SLOW_MBPS = 10.0
 CLUSTER = {

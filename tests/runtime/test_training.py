@@ -18,7 +18,7 @@ from edgewise.runtime.faults import FaultInjector
 from edgewise.runtime.health import StrikeLedger
 from edgewise.runtime.plan import TrainConfig, equal_plan
 from edgewise.runtime.ray_cluster import RayRuntime, start_local
-from edgewise.runtime.transport import decode
+from edgewise.wire.frames import decode
 
 pytestmark = pytest.mark.ray
 HEARTBEAT_S = 0.5

@@ -13,10 +13,10 @@ from fastapi.testclient import TestClient
 
 from edgewise.cluster.schema import cluster_from_dict
 from edgewise.runtime.health import StrikeLedger
+from edgewise.runtime.jobs import TrainJobSpec
 from edgewise.runtime.ray_cluster import RayRuntime, start_local
 from edgewise.service import create_app
 from edgewise.service.ray_backend import RayJobBackend, build_plan
-from edgewise.service.schemas import TrainJobSpec
 
 pytestmark = pytest.mark.ray
 JOBS = "/api/v1/jobs"

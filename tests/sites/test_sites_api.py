@@ -11,7 +11,7 @@ from fastapi.testclient import TestClient
 
 from edgewise.cluster.schema import load_cluster
 from edgewise.service import InMemoryBackend, create_app
-from edgewise.service.sites_api import sites_router
+from edgewise.sites.api import sites_router
 from edgewise.sites.scenario import load_scenario
 from edgewise.sites.sim import simulate
 

@@ -13,10 +13,10 @@ from edgewise.errors import ConfigError
 from edgewise.modelparallel.agents import QAgent, load_agents, save_agents
 from edgewise.modelparallel.bench import METHOD_NAMES
 from edgewise.modelparallel.jobs import check_model
+from edgewise.modelparallel.models import srole_models
 from edgewise.modelparallel.network import random_network
 from edgewise.modelparallel.policies import get_method
 from edgewise.modelparallel.sim import KAPPA, RoundResult, play_round, pretrain, random_round
-from edgewise.nn.extra_models import srole_models
 
 __all__ = ["app", "demo_part", "placement_table", "results_table"]
 

@@ -17,9 +17,9 @@ from edgewise.pipeline.policies import get_policy
 from edgewise.pipeline.problem import PipelinePlan, PipelineProblem
 from edgewise.pipeline.realrun import BENCH_CLUSTER, bench_model, bench_problem
 from edgewise.pipeline.run import run_pipeline
-from edgewise.pipeline.stages import ActivationCodec
 from edgewise.runtime.faults import FaultInjector
 from edgewise.runtime.ray_cluster import start_local
+from edgewise.wire.activation import ActivationCodec
 
 __all__ = ["plan", "run"]
 

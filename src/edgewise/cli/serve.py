@@ -9,13 +9,11 @@ import typer
 from edgewise.cli.common import err, state_dir, user_errors
 from edgewise.cluster.schema import load_cluster
 from edgewise.runtime.health import StrikeLedger
+from edgewise.runtime.jobs import ApiContext
 from edgewise.runtime.ray_cluster import start_local
 from edgewise.service import serve as run_server
 from edgewise.service.app import check_bind
-from edgewise.service.continual_api import continual_router
 from edgewise.service.ray_backend import RayJobBackend
-from edgewise.service.sites_api import sites_router
-from edgewise.service.update_api import update_router
 
 __all__ = ["serve"]
 
@@ -41,8 +39,7 @@ def serve(
         err.print(f"manager for cluster {spec.name} on http://{host}:{port}/api/v1 "
                   f"(OpenAPI at /openapi.json)")
         run_server(backend, host=host, port=port, allow_remote=allow_remote,
-                   routers=[update_router(state / "models", state), sites_router,
-                           continual_router])
+                   context=ApiContext(state_dir=state, models_dir=state / "models"))
     finally:
         backend.close()
         runtime.shutdown()

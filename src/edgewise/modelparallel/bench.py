@@ -29,11 +29,11 @@ from typing import Any
 import numpy as np
 
 from edgewise.modelparallel.agents import QAgent
+from edgewise.modelparallel.models import srole_models
 from edgewise.modelparallel.network import random_network
 from edgewise.modelparallel.policies import get_method
 from edgewise.modelparallel.shield_timing import shield_seconds
 from edgewise.modelparallel.sim import KAPPA, RoundResult, play_round, pretrain, random_round
-from edgewise.nn.extra_models import srole_models
 
 __all__ = ["METHOD_NAMES", "Protocol", "run_srole_bench"]
 

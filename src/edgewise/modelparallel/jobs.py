@@ -26,9 +26,9 @@ from functools import lru_cache
 import numpy as np
 
 from edgewise.errors import ConfigError
+from edgewise.modelparallel.models import build_srole_model, srole_models
 from edgewise.modelparallel.problem import BackgroundTask, EdgeNetwork, Job, Partition
 from edgewise.nn.cuts import candidate_points, dag_ends, topological_depth
-from edgewise.nn.extra_models import build_srole_model, srole_models
 from edgewise.nn.graph import layer_dag
 
 __all__ = [

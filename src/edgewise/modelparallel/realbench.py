@@ -156,10 +156,10 @@ def srole_placement(network: EdgeNetwork, job: Job, seed: int = 0, method: str =
     """The placement ``method`` executes for ``job`` alone on ``network``: its agent
     pre-trained offline as the simulator does (``sim.pretrain``, ``rounds`` random rounds of
     the SROLE models), then one greedy round (no exploration, no learning), shield applied."""
+    from edgewise.modelparallel.models import srole_models
     from edgewise.modelparallel.policies import get_method
     from edgewise.modelparallel.schedule import Round
     from edgewise.modelparallel.sim import play_round, pretrain
-    from edgewise.nn.extra_models import srole_models
 
     chosen = get_method(method)
     agent = pretrain(chosen, srole_models(), np.random.default_rng([seed, 100]), rounds=rounds)

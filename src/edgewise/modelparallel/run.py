@@ -21,17 +21,12 @@ from edgewise.cluster.model import Cluster, Device, Link
 from edgewise.errors import ConfigError, InfeasibleError
 from edgewise.modelparallel.problem import EdgeNetwork, Job, Placement
 from edgewise.nn.models import OPTIMIZERS
-from edgewise.pipeline.stages import (
-    ActivationCodec,
-    decode_activation,
-    encode_activation,
-    split_sequential,
-    stage_payload,
-)
+from edgewise.nn.split import split_sequential
 from edgewise.runtime.emulation import EmulationConfig
 from edgewise.runtime.mpstages import TrainStage
 from edgewise.runtime.ray_cluster import RayRuntime
-from edgewise.runtime.transport import decode_state_dict
+from edgewise.wire.activation import ActivationCodec, decode_activation, encode_activation
+from edgewise.wire.state import decode_state_dict, stage_payload
 
 __all__ = ["MPRun", "ModelParallelTrainer", "network_cluster", "network_emulation",
            "run_placement", "stage_runs", "train_model_parallel"]

@@ -21,11 +21,11 @@ from torch import nn
 from edgewise.errors import EdgewiseError
 from edgewise.nn.data import digits_split
 from edgewise.nn.models import DigitsCNN, make_optimizer
-from edgewise.perf.background import BackgroundApp, start_background_app
+from edgewise.perf.app_process import BackgroundApp, start_background_app
+from edgewise.perf.metrics import sample_metrics
 from edgewise.perf.schema import COLUMNS
 from edgewise.perf.stress import Stressor, StressPoint, stress_grid, stress_ng_path
-from edgewise.runtime import transport
-from edgewise.runtime.agent import sample_metrics
+from edgewise.wire.state import decode_state_dict, encode_state_dict
 
 __all__ = ["ProfileConfig", "ProfileResult", "Sample", "default_config", "profile",
            "quick_config", "sample_key"]
@@ -116,12 +116,12 @@ class _Trainer:
         t1 = time.perf_counter()
         params = dict(self.model.named_parameters())
         grads = {n: p.grad for n, p in params.items() if p.grad is not None}
-        pushed = transport.decode_state_dict(transport.encode_state_dict(grads))
+        pushed = decode_state_dict(encode_state_dict(grads))
         for name, grad in pushed.items():
             params[name].grad = grad
         self.opt.step()
-        pulled = transport.decode_state_dict(
-            transport.encode_state_dict(self.model.state_dict()))
+        pulled = decode_state_dict(
+            encode_state_dict(self.model.state_dict()))
         self.model.load_state_dict(pulled)
         return t1 - t0, time.perf_counter() - t1
 

@@ -30,13 +30,14 @@ from typing import Any
 import numpy as np
 
 from edgewise.errors import InfeasibleError
+from edgewise.nn.chain import ModelChain
 from edgewise.nn.chain_cache import cached_chain
 from edgewise.nn.zoo import zoo_names
 from edgewise.pipeline.generate import random_instance
 from edgewise.pipeline.policies import get_policy
 from edgewise.pipeline.policies.exact import theorem1_lower_bound
 from edgewise.pipeline.policies.seifer import seifer
-from edgewise.pipeline.problem import ModelChain, PipelineProblem
+from edgewise.pipeline.problem import PipelineProblem
 
 __all__ = ["NODE_COUNTS", "run_seifer_bench"]
 

@@ -13,7 +13,7 @@ from edgewise.cluster.model import Link
 from edgewise.errors import ConfigError
 from edgewise.runtime.ray_cluster import RayRuntime
 from edgewise.runtime.shaping import LinkDown, ShapedLink
-from edgewise.runtime.transport import decode, encode
+from edgewise.wire.frames import decode, encode
 
 __all__ = ["ProbeActor", "measure_bandwidth"]
 

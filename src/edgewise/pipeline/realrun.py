@@ -14,8 +14,8 @@ from edgewise.nn.graph import candidate_points, layer_dag, to_chain
 from edgewise.pipeline.policies import get_policy
 from edgewise.pipeline.problem import PipelineProblem
 from edgewise.pipeline.run import run_pipeline
-from edgewise.pipeline.stages import ActivationCodec
 from edgewise.runtime.ray_cluster import start_local
+from edgewise.wire.activation import ActivationCodec
 
 __all__ = ["BENCH_CLUSTER", "bench_model", "bench_problem", "real_pipeline_figures"]
 

@@ -7,7 +7,7 @@ import ray
 from numpy.typing import NDArray
 
 from edgewise.nn.data import Dataset, digits_split
-from edgewise.runtime.transport import encode
+from edgewise.wire.frames import encode
 
 __all__ = ["DataStore"]
 

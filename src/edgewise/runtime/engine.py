@@ -23,7 +23,7 @@ from edgewise.runtime.health import StrikeLedger
 from edgewise.runtime.launch import Attempt, Interrupted, await_all, launch, monitor_handle
 from edgewise.runtime.plan import TrainConfig, TrainPlan, equal_plan
 from edgewise.runtime.ray_cluster import RayRuntime
-from edgewise.runtime.transport import decode
+from edgewise.wire.frames import decode
 
 __all__ = ["EpochRecord", "Interruption", "TrainResult", "train"]
 

@@ -12,7 +12,7 @@ import torch
 
 from edgewise.nn.models import build_model, make_optimizer
 from edgewise.runtime.emulation import emulated_compute
-from edgewise.runtime.transport import decode, encode, to_torch
+from edgewise.wire.frames import decode, encode, to_torch
 
 __all__ = ["ParameterServer"]
 

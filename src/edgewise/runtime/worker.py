@@ -19,7 +19,8 @@ from edgewise.nn.models import build_model
 from edgewise.runtime.emulation import emulated_compute
 from edgewise.runtime.heartbeat import Heartbeat
 from edgewise.runtime.shaping import ByteCounter, ShapedLink
-from edgewise.runtime.transport import decode, send, to_torch
+from edgewise.runtime.transport import send
+from edgewise.wire.frames import decode, to_torch
 
 __all__ = ["Worker"]
 

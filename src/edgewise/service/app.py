@@ -17,9 +17,17 @@ from fastapi.responses import HTMLResponse, JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from edgewise.errors import ConfigError, EdgewiseError
+from edgewise.runtime.jobs import (
+    JOB_ID_PATTERN,
+    ApiContext,
+    JobBackend,
+    JobStatus,
+    ProblemApi,
+    TrainJobSpec,
+    get_backend,
+)
 from edgewise.service.auth import bearer_dependency, load_or_create_token, token_source
-from edgewise.service.backend import JobBackend
-from edgewise.service.schemas import JOB_ID_PATTERN, JobStatus, TrainJobSpec
+from edgewise.service.problems import discover_problems
 
 __all__ = ["API_PREFIX", "BodySizeLimit", "check_bind", "create_app", "get_backend", "make_server",
            "serve"]
@@ -112,12 +120,6 @@ async def _reject(send: Send, code: int, detail: str) -> None:
     await send({"type": "http.response.body", "body": payload})
 
 
-def get_backend(request: Request) -> JobBackend:
-    """Dependency: the backend the app was created with (for this and later routers)."""
-    backend: JobBackend = request.app.state.backend
-    return backend
-
-
 Backend = Annotated[JobBackend, Depends(get_backend)]
 router = APIRouter()
 
@@ -197,11 +199,15 @@ def create_app(
     *,
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     routers: Sequence[APIRouter] = (),
+    problems: Sequence[ProblemApi] | None = None,
+    context: ApiContext | None = None,
 ) -> FastAPI:
     """The API app; every route, OpenAPI and docs included, requires the bearer ``token``.
 
-    ``routers`` are extra routers (later features) mounted under ``/api/v1`` with the same
-    auth; their routes reach the backend through the ``get_backend`` dependency.
+    Given a ``context``, the routers of ``problems`` (default: every problem installed,
+    found by :func:`discover_problems`) are built with it and mounted under ``/api/v1``,
+    as are the extra ``routers``, with the same auth; their routes reach the backend
+    through the ``get_backend`` dependency.
     """
     if max_body_bytes < 0:
         raise ConfigError("must be >= 0", field="max_body_bytes")
@@ -216,7 +222,9 @@ def create_app(
     app.state.backend = backend
     app.add_exception_handler(EdgewiseError, _edgewise_error)
     app.add_middleware(BodySizeLimit, max_bytes=max_body_bytes)
-    for extra in (router, *routers):
+    built = [] if context is None else [
+        p.router(context) for p in (discover_problems() if problems is None else problems)]
+    for extra in (router, *built, *routers):
         app.include_router(extra, prefix=API_PREFIX)
     _add_openapi_routes(app)
     return app
@@ -251,12 +259,14 @@ def make_server(
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     allow_remote: bool = False,
     routers: Sequence[APIRouter] = (),
+    context: ApiContext | None = None,
 ) -> uvicorn.Server:
     """A configured uvicorn server for the API (plus ``routers``, as in :func:`create_app`);
     ConfigError for a host it must not bind."""
     check_bind(host, port, allow_remote)
     token = load_or_create_token(token_path)
-    app = create_app(backend, token, max_body_bytes=max_body_bytes, routers=routers)
+    app = create_app(backend, token, max_body_bytes=max_body_bytes, routers=routers,
+                     context=context)
     config = uvicorn.Config(
         app, host=host, port=port, server_header=False, proxy_headers=False, log_level="info"
     )
@@ -272,6 +282,7 @@ def serve(
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     allow_remote: bool = False,
     routers: Sequence[APIRouter] = (),
+    context: ApiContext | None = None,
 ) -> None:
     """Run the API until interrupted; prints where the token is kept, never the token."""
     server = make_server(
@@ -282,6 +293,7 @@ def serve(
         max_body_bytes=max_body_bytes,
         allow_remote=allow_remote,
         routers=routers,
+        context=context,
     )
     print(
         f"edgewise: API on http://{host}:{port}{API_PREFIX} "

@@ -1,53 +1,18 @@
-"""What the HTTP API calls: the JobBackend protocol and a dry-run in-memory backend."""
+"""A dry-run in-memory JobBackend, and the cluster summary and spec checks backends share."""
 
 from __future__ import annotations
 
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
-from typing import Protocol, runtime_checkable
 
 from edgewise.cluster.model import Cluster, Role
 from edgewise.errors import ConfigError
-from edgewise.service.schemas import JobStatus, TrainJobSpec
+from edgewise.runtime.jobs import FINAL_STATES, JobStatus, TrainJobSpec
 
-__all__ = ["FINAL_STATES", "InMemoryBackend", "JobBackend", "cluster_summary", "validate_spec"]
+__all__ = ["InMemoryBackend", "cluster_summary", "validate_spec"]
 
 _UNKNOWN = "no such device in the cluster"
-FINAL_STATES = frozenset({"succeeded", "failed", "stopped"})
-
-
-@runtime_checkable
-class JobBackend(Protocol):
-    """The manager's side of the API: cluster state, live metrics and training jobs.
-
-    Methods are called from worker threads, possibly concurrently; implementations must be
-    thread-safe and may block (the app runs them off the event loop).
-    """
-
-    def cluster_summary(self) -> dict[str, object]:
-        """Cluster name, devices (type, memory, speed, roles) and links."""
-        ...
-
-    def device_metrics(self) -> dict[str, dict[str, float]]:
-        """Device name -> latest metrics (cpu_percent, memory_percent, age_seconds, ...)."""
-        ...
-
-    def start_job(self, spec: TrainJobSpec) -> str:
-        """Start a job and return its id; raise an EdgewiseError for a bad request."""
-        ...
-
-    def job_status(self, job_id: str) -> JobStatus | None:
-        """The job's status, or None if there is no such job."""
-        ...
-
-    def list_jobs(self) -> list[JobStatus]:
-        """Every job this backend knows, oldest first."""
-        ...
-
-    def stop_job(self, job_id: str) -> bool:
-        """Stop a job; False if there is no such job (stopping a finished job is a no-op)."""
-        ...
 
 
 def cluster_summary(cluster: Cluster) -> dict[str, object]:

@@ -20,11 +20,11 @@ from edgewise.nn.data import digits_split
 from edgewise.runtime.agent import DeviceAgent
 from edgewise.runtime.engine import EpochRecord, Events, Interruption, train
 from edgewise.runtime.health import StrikeLedger
+from edgewise.runtime.jobs import FINAL_STATES, JobStatus, TrainJobSpec
 from edgewise.runtime.launch import monitor_handle
 from edgewise.runtime.plan import TrainConfig, TrainPlan, equal_plan
 from edgewise.runtime.ray_cluster import RayRuntime
-from edgewise.service.backend import FINAL_STATES, cluster_summary, validate_spec
-from edgewise.service.schemas import JobStatus, TrainJobSpec
+from edgewise.service.backend import cluster_summary, validate_spec
 
 __all__ = ["DEFAULT_BATCH_SIZE", "RayJobBackend", "build_plan", "training_set_size"]
 

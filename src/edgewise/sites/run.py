@@ -21,13 +21,13 @@ from edgewise.nn.data import Dataset, digits_split
 from edgewise.runtime.emulation import EmulationConfig
 from edgewise.runtime.launch import monitor_handle
 from edgewise.runtime.ray_cluster import RayRuntime, start_local
-from edgewise.runtime.transport import encode
 from edgewise.sites.jobstate import ActorSpec, JobState
 from edgewise.sites.problem import Plan, SitesProblem
 from edgewise.sites.sitemap import SiteDevices, site_cluster, site_devices
 from edgewise.sites.slot import ChunkMove, SlotRecord, SlotRunner
 from edgewise.sites.store import SiteStore, chunk_frame, split_chunks
 from edgewise.sites.validate import check_plan
+from edgewise.wire.frames import encode
 
 __all__ = ["ChunkMove", "SiteRunConfig", "SitesRun", "SlotRecord", "execute_plan", "run_plan"]
 

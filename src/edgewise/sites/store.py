@@ -11,7 +11,7 @@ from numpy.typing import NDArray
 
 from edgewise.cluster.model import Link
 from edgewise.runtime.shaping import ByteCounter, ShapedLink
-from edgewise.runtime.transport import Codec, decode, encode
+from edgewise.wire.frames import Codec, decode, encode
 
 __all__ = ["SiteStore", "chunk_frame", "split_chunks"]
 

@@ -12,7 +12,7 @@ import ray
 
 from edgewise.cluster.model import Cluster, Role
 from edgewise.perf.calibrated import calibrated
-from edgewise.runtime.background import BackgroundAppActor
+from edgewise.runtime.app_actor import BackgroundAppActor
 from edgewise.runtime.engine import TrainResult, train
 from edgewise.runtime.health import StrikeLedger
 from edgewise.runtime.plan import TrainConfig, TrainPlan

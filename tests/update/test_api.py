@@ -17,7 +17,7 @@ from edgewise.errors import EdgewiseError
 from edgewise.perf import profiler
 from edgewise.runtime.health import StrikeLedger
 from edgewise.service import InMemoryBackend, create_app
-from edgewise.service.update_api import update_router
+from edgewise.update.api import update_router
 
 TOKEN = "test-token-0123456789abcdef"
 UPDATE = "/api/v1/update"

@@ -18,10 +18,16 @@ from edgewise.errors import ConfigError, EdgewiseError
 from edgewise.perf.calibrated import calibrated
 from edgewise.perf.models import load as load_learned
 from edgewise.perf.schema import PerfModel
-from edgewise.service.app import get_backend
-from edgewise.service.backend import FINAL_STATES, JobBackend
-from edgewise.service.schemas import JOB_ID_PATTERN, JobStatus, TrainJobSpec
-from edgewise.service.update_schemas import (
+from edgewise.runtime.jobs import (
+    FINAL_STATES,
+    JOB_ID_PATTERN,
+    JobBackend,
+    JobStatus,
+    ProblemApi,
+    TrainJobSpec,
+    get_backend,
+)
+from edgewise.update.api_schemas import (
     NAME_PATTERN,
     LaunchRequest,
     MonitorView,
@@ -33,7 +39,7 @@ from edgewise.service.update_schemas import (
 from edgewise.update.policies import get_policy
 from edgewise.update.problem import AppLimit, UpdateProblem, WorkerState
 
-__all__ = ["ProfileRegistry", "load_models", "monitor_view", "solve", "update_router"]
+__all__ = ["API", "ProfileRegistry", "load_models", "monitor_view", "solve", "update_router"]
 
 CALIBRATED = "calibrated"
 DEFAULT_STRIKE_LIMIT = 3  # Deep-Edge §IV-C3: three strikes and a worker is out
@@ -277,3 +283,7 @@ def update_router(models_dir: Path, state_dir: Path) -> APIRouter:
     _add_launcher_and_monitor(router)
     _add_profiler(router, ProfileRegistry(state_dir))
     return router
+
+
+API = ProblemApi("update", lambda ctx: update_router(ctx.models_dir, ctx.state_dir))
+"""Deep-Edge's offer to the manager (entry point ``edgewise.problems``)."""

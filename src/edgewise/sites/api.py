@@ -9,12 +9,13 @@ from fastapi import APIRouter
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
 from edgewise.errors import ConfigError
+from edgewise.runtime.jobs import ProblemApi
 from edgewise.sites.problem import SitesProblem
 from edgewise.sites.scenario import default_scenario, scenario_from_dict
 from edgewise.sites.sim import simulate
 
 __all__ = [
-    "MAX_SITES",
+    "API", "MAX_SITES",
     "GeneratorSpec",
     "PlanEntry",
     "PlanResponse",
@@ -223,3 +224,7 @@ def build_sites_router() -> APIRouter:
 
 sites_router = build_sites_router()
 """The Okita endpoints, ``/sites/simulate`` and ``/sites/plan``, for ``create_app``."""
+
+
+API = ProblemApi("sites", lambda ctx: build_sites_router())
+"""Okita's offer to the manager (entry point ``edgewise.problems``)."""

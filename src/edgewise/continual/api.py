@@ -20,9 +20,10 @@ from edgewise.continual.problem import (
     RetrainOption,
     StreamState,
 )
+from edgewise.runtime.jobs import ProblemApi
 
 __all__ = [
-    "MAX_KEPT_PLANS", "ContinualPlanRequest", "ContinualPlanResponse", "continual_router",
+    "API", "MAX_KEPT_PLANS", "ContinualPlanRequest", "ContinualPlanResponse", "continual_router",
 ]  # fmt: skip
 
 MAX_STREAMS = 64
@@ -156,3 +157,7 @@ def get_plan(plan_id: Annotated[str, PathParam(pattern=PLAN_ID)],
     if found is None:
         raise HTTPException(status.HTTP_404_NOT_FOUND, detail=f"no plan {plan_id!r}")
     return found
+
+
+API = ProblemApi("continual", lambda ctx: continual_router)
+"""Ekya's offer to the manager (entry point ``edgewise.problems``)."""

@@ -6,7 +6,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
-from edgewise.service.schemas import BatchSize, DeviceName, ShardSize
+from edgewise.runtime.jobs import BatchSize, DeviceName, ShardSize
 
 __all__ = [
     "NAME_PATTERN",

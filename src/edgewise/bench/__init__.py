@@ -1,0 +1,1 @@
+"""The one benchmark kit: BenchSpec, the driver, progress, timings and plots."""
