@@ -7,6 +7,7 @@ from pathlib import Path
 import typer
 
 from edgewise.cli.common import err, state_dir, user_errors
+from edgewise.cluster.examples import example_path
 from edgewise.cluster.schema import load_cluster
 from edgewise.runtime.health import StrikeLedger
 from edgewise.runtime.jobs import ApiContext
@@ -17,7 +18,7 @@ from edgewise.service.ray_backend import RayJobBackend
 
 __all__ = ["serve"]
 
-EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "deep-edge-testbed.yaml"
+EXAMPLE = example_path("deep-edge-testbed.yaml")
 
 
 @user_errors

@@ -14,11 +14,7 @@ __all__ = ["POLICIES", "Policy", "get_policy", "register"]
 Policy = Callable[[ContinualProblem, np.random.Generator], ContinualPlan]
 
 
-def _load() -> None:
-    from edgewise.continual.policies import exact, thief, uniform  # noqa: F401
-
-
-_REGISTRY: Registry[Policy] = Registry(_load)
-POLICIES = _REGISTRY.entries
+_REGISTRY: Registry[Policy] = Registry("edgewise.continual.policies")
+POLICIES = _REGISTRY.entries  # filled on the first lookup (Registry.load)
 register = _REGISTRY.register
 get_policy = _REGISTRY.get

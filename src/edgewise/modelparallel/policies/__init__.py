@@ -31,11 +31,8 @@ class Method:
     shield: Shield | None = None
 
 
-def _load() -> None:
-    from edgewise.modelparallel.policies import marl, rl, srole_c, srole_d  # noqa: F401
-
-
-_REGISTRY: Registry[Callable[[], Method]] = Registry(_load, field="method")
+_REGISTRY: Registry[Callable[[], Method]] = Registry("edgewise.modelparallel.policies",
+                                                    field="method")
 METHODS = _REGISTRY.entries
 register = _REGISTRY.register
 

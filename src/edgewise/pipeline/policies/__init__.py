@@ -20,17 +20,7 @@ __all__ = ["POLICIES", "Policy", "get_policy", "register"]
 Policy = Callable[[PipelineProblem, np.random.Generator], PipelinePlan]
 
 
-def _load() -> None:
-    from edgewise.pipeline.policies import (  # noqa: F401  (registers)
-        bottleneck_dp,
-        exact,
-        joint_greedy,
-        random_policy,
-        seifer,
-    )
-
-
-_REGISTRY: Registry[Policy] = Registry(_load)
-POLICIES = _REGISTRY.entries
+_REGISTRY: Registry[Policy] = Registry("edgewise.pipeline.policies")
+POLICIES = _REGISTRY.entries  # filled on the first lookup (Registry.load)
 register = _REGISTRY.register
 get_policy = _REGISTRY.get

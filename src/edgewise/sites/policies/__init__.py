@@ -34,17 +34,7 @@ class OnlinePolicy(Protocol):
 PolicyFactory = Callable[[SitesProblem, np.random.Generator], OnlinePolicy]
 
 
-def _load() -> None:
-    from edgewise.sites.policies import (  # noqa: F401  (registers)
-        drf,
-        fifo,
-        oasis,
-        offline_opt,
-        okita,
-    )
-
-
-_REGISTRY: Registry[PolicyFactory] = Registry(_load)
-POLICIES = _REGISTRY.entries
+_REGISTRY: Registry[PolicyFactory] = Registry("edgewise.sites.policies")
+POLICIES = _REGISTRY.entries  # filled on the first lookup (Registry.load)
 register = _REGISTRY.register
 get_policy = _REGISTRY.get

@@ -14,11 +14,7 @@ __all__ = ["POLICIES", "Policy", "get_policy", "register"]
 Policy = Callable[[UpdateProblem, np.random.Generator], UpdatePlan]
 
 
-def _load() -> None:
-    from edgewise.update.policies import deep_edge, exact, fair  # noqa: F401  (registers)
-
-
-_REGISTRY: Registry[Policy] = Registry(_load)
-POLICIES = _REGISTRY.entries
+_REGISTRY: Registry[Policy] = Registry("edgewise.update.policies")
+POLICIES = _REGISTRY.entries  # filled on the first lookup (Registry.load)
 register = _REGISTRY.register
 get_policy = _REGISTRY.get
