@@ -60,6 +60,7 @@ class CalibratedDevice(PerfModel):
     train_memory_mb, sample_memory_mb : the trainer's fixed and per-sample memory (Fig. 9(d)).
     cpu_load, gpu_load : (k0, k1) of the training's own load (Eq. 7, Fig. 5).
     sift_base_ms : SIFT execution time at idle (§V-A).
+    sift_cpu_weight, sift_gpu_weight : SIFT's slow-down per squared unit of CPU / GPU load.
     """
 
     device_type: str
@@ -75,6 +76,8 @@ class CalibratedDevice(PerfModel):
     cpu_load: tuple[float, float]
     gpu_load: tuple[float, float]
     sift_base_ms: float
+    sift_cpu_weight: float = K.SIFT_CPU_WEIGHT
+    sift_gpu_weight: float = K.SIFT_GPU_WEIGHT
 
     @property
     def has_gpu(self) -> bool:
@@ -131,7 +134,7 @@ class CalibratedDevice(PerfModel):
                               field="app_kind")
         s = _state(new_state)
         cpu, gpu = np.clip(s[:, 0], 0.0, None) / 100.0, np.clip(s[:, 1], 0.0, None) / 100.0
-        load = 1.0 + K.SIFT_CPU_WEIGHT * cpu**2 + K.SIFT_GPU_WEIGHT * gpu**2
+        load = 1.0 + self.sift_cpu_weight * cpu**2 + self.sift_gpu_weight * gpu**2
         h = np.maximum(s[:, 2] - K.SIFT_SWAP_PCT, 0.0) / (100.0 - K.SIFT_SWAP_PCT)
         return self.sift_base_ms * load * (1.0 + K.SIFT_SWAP_WEIGHT * h**2)
 
