@@ -50,8 +50,12 @@ class _LazyBenches(typer.core.TyperGroup):
         return built
 
 
-app = typer.Typer(cls=_LazyBenches, no_args_is_help=True,
-                  help="Benchmarks; each prints a table, or one JSON object with --json.")
+app = typer.Typer(cls=_LazyBenches, no_args_is_help=True)
+
+
+@app.callback()
+def _benchmarks() -> None:
+    """Benchmarks; each prints a table, or one JSON object with --json."""
 
 _TYPES: dict[str, type] = {"int": int, "float": float, "str": str, "path": Path}
 
