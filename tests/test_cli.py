@@ -239,7 +239,7 @@ def test_serve_refuses_a_non_loopback_host_before_starting_anything() -> None:
 
 @pytest.mark.parametrize("args", [["bench", "srole", "--quick", "--plots"],
                                   ["bench", "ekya", "--quick", "--plots"],
-                                  ["bench", "deep-edge", "--experiments", "1", "--histogram"],
+                                  ["bench", "deep-edge", "--experiments", "1", "--plots"],
                                   ["profile", "--quick", "--output"],
                                   ["update", "fit", "README.md", "--device-type", "jetson-nano",
                                    "--output"]])

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from edgewise.errors import InfeasibleError
 from edgewise.update.policies import get_policy
 from edgewise.update.problem import AppLimit, UpdateProblem, WorkerState
-from edgewise.update.sim import simulate
+from edgewise.update.sim import score
 from tests.update.stub import StubModel
 
 MODELS = {"fast": StubModel("fast", speed=1.5, mem_per_sample=0.3, sift_ms=70),
@@ -41,7 +41,7 @@ def test_deep_edge_is_feasible_and_close_to_exact(workers: list) -> None:
     plan = get_policy("deep-edge")(problem, RNG)
     assert sum(plan.shards.values()) == problem.n_samples
     assert all(8 <= plan.batch_sizes[w] <= 128 for w in plan.workers)
-    assert not simulate(problem, plan).violations
+    assert not score(problem, plan).violations
     assert plan.predicted_epoch_s >= best.predicted_epoch_s * (1 - 1e-9)
     assert plan.predicted_epoch_s <= best.predicted_epoch_s * 1.25
 
@@ -59,9 +59,9 @@ def test_a_heavily_loaded_device_is_dropped_and_deadlines_hold() -> None:
     problem = _problem([(10, 10, 20), (10, 10, 20), (85, 60, 20)], ["slow"] * 3)
     plan = get_policy("deep-edge")(problem, RNG)
     assert "w2" not in plan.workers
-    assert not simulate(problem, plan).violations
+    assert not score(problem, plan).violations
     fair = get_policy("fair")(problem, RNG)
-    assert "w2" in fair.workers and simulate(problem, fair).violations == ("sift-2",)
+    assert "w2" in fair.workers and score(problem, fair).violations == ("sift-2",)
 
 
 def test_infeasible_constraints_raise_a_clear_error() -> None:

@@ -244,7 +244,26 @@ def _noisy(values: Array, column: str, rng: np.random.Generator) -> Array:
     return values * np.exp(K.NOISE_SIGMA[column] * rng.standard_normal(len(values)))
 
 
-def sample_profile(device_type: str, n_samples: int, rng: np.random.Generator) -> pd.DataFrame:
+def _measured(model: CalibratedDevice, state: Array, inputs: tuple[Array, Array, Array, Array],
+              rng: np.random.Generator) -> dict[str, Array]:
+    """The measured columns of profile rows: the model's values with measurement noise,
+    utilisations capped at 100%."""
+    batch, mean, ps_cpu, workers = inputs
+    new = model.new_state(state, batch)
+    measured = {
+        "compute_s_per_sample": model.compute_time(state, batch),
+        "update_s": model.update_time(state, batch, mean, ps_cpu, workers),
+        "new_cpu": new[:, 0], "new_gpu": new[:, 1], "new_mem": new[:, 2],
+        "app_exec_ms": model.exec_time("sift", new),
+    }
+    noisy = {k: _noisy(v, k, rng) for k, v in measured.items()}
+    for k in ("new_cpu", "new_gpu", "new_mem"):
+        noisy[k] = np.minimum(noisy[k], 100.0)
+    return noisy
+
+
+def sample_profile(device_type: str, n_samples: int, rng: np.random.Generator, *,
+                   model: CalibratedDevice | None = None) -> pd.DataFrame:
     """A noisy profile of ``n_samples`` rows in the schema's COLUMNS, as if measured on
     ``device_type`` over a stress grid with SIFT alongside (the profiler of §IV-B1).
 
@@ -258,6 +277,8 @@ def sample_profile(device_type: str, n_samples: int, rng: np.random.Generator) -
     device_type : a catalog name.
     n_samples : rows to draw (0 gives an empty frame with the columns).
     rng : the only source of randomness; the same generator state gives the same frame.
+    model : the ground truth to sample (default ``calibrated(device_type)``), e.g. a copy
+        with other constants for a sensitivity study; it must be of ``device_type``.
 
     Returns
     -------
@@ -267,29 +288,22 @@ def sample_profile(device_type: str, n_samples: int, rng: np.random.Generator) -
     Raises
     ------
     ConfigError
-        ``n_samples`` is negative.
+        ``n_samples`` is negative, or ``model`` is of another device type.
     InfeasibleError
         Not even a batch of 8 fits in the device's memory.
     """
     if n_samples < 0:
         raise ConfigError(f"must be >= 0, got {n_samples}", field="n_samples")
-    model = calibrated(device_type)
+    model = model or calibrated(device_type)
+    if model.device_type != device_type:
+        raise ConfigError(f"a model of {model.device_type}, not {device_type}", field="model")
     state = _draw_states(model, n_samples, rng)
     batch, workers, mean = _draw_batches(model, state, rng)
     levels = np.asarray(K.STRESS_LEVELS_PCT)
     ps_cpu = rng.choice(levels, n_samples)
     ps_idle = calibrated("raspberry-pi-4-4gb").idle_state()[0, 2]
     ps_mem = ps_idle + rng.choice(levels[levels <= 80.0], n_samples)
-    new = model.new_state(state, batch)
-    measured = {
-        "compute_s_per_sample": model.compute_time(state, batch),
-        "update_s": model.update_time(state, batch, mean, ps_cpu, workers),
-        "new_cpu": new[:, 0], "new_gpu": new[:, 1], "new_mem": new[:, 2],
-        "app_exec_ms": model.exec_time("sift", new),
-    }
-    noisy = {k: _noisy(v, k, rng) for k, v in measured.items()}
-    for k in ("new_cpu", "new_gpu", "new_mem"):
-        noisy[k] = np.minimum(noisy[k], 100.0)
+    noisy = _measured(model, state, (batch, mean, ps_cpu, workers), rng)
     frame = pd.DataFrame({
         "device_type": model.device_type, "host": "calibrated",
         "cpu": state[:, 0], "gpu": state[:, 1], "mem": state[:, 2],
