@@ -40,6 +40,13 @@ class Regressor(Protocol):
         ...
 
 
+def _matrix(frame: pd.DataFrame, features: tuple[str, ...]) -> Array:
+    """The columns ``features`` of ``frame`` as a float64 matrix (column by column: the
+    planner's calls have a few rows, where ``frame.loc`` costs more than the prediction)."""
+    return np.column_stack([frame[c].to_numpy(np.float64) for c in features]) if features \
+        else np.empty((len(frame), 0))
+
+
 @dataclass(frozen=True)
 class ConstantRegressor:
     """Predicts ``value`` everywhere; stored for a target that was constant in training."""
@@ -62,9 +69,10 @@ class LightGBMRegressor:
     estimator: str = "lgbm"
 
     def predict(self, frame: pd.DataFrame) -> Array:
-        """Predict with the booster on the columns ``features`` of ``frame``."""
-        x = frame.loc[:, list(self.features)].to_numpy(np.float64)
-        return np.asarray(self.booster.predict(x), dtype=np.float64)
+        """Predict with the booster on the columns ``features`` of ``frame``, on one thread
+        (the planner predicts a few rows at a time: OpenMP's start-up would dominate)."""
+        return np.asarray(self.booster.predict(_matrix(frame, self.features), num_threads=1),
+                          dtype=np.float64)
 
 
 @dataclass(frozen=True, eq=False)
@@ -75,11 +83,14 @@ class XGBoostRegressor:
     features: tuple[str, ...]
     estimator: str = "xgboost"
 
+    def __post_init__(self) -> None:
+        self.booster.set_param({"nthread": 1})  # a few rows per call: threads cost more
+
     def predict(self, frame: pd.DataFrame) -> Array:
-        """Predict with the booster on the columns ``features`` of ``frame``."""
-        x = frame.loc[:, list(self.features)].to_numpy(np.float64)
-        matrix = xgb.DMatrix(x, feature_names=list(self.features))
-        return np.asarray(self.booster.predict(matrix), dtype=np.float64)
+        """Predict with the booster on the columns ``features`` of ``frame`` (in place, no
+        DMatrix: the same values, a tenth of the time for the planner's small calls)."""
+        return np.asarray(self.booster.inplace_predict(_matrix(frame, self.features)),
+                          dtype=np.float64)
 
 
 @dataclass(frozen=True, eq=False)
@@ -116,7 +127,7 @@ class ForestRegressor:
 
     def predict(self, frame: pd.DataFrame) -> Array:
         """Mean of the trees, with inputs rounded to float32 as scikit-learn does."""
-        x = frame.loc[:, list(self.features)].to_numpy(np.float32).astype(np.float64)
+        x = _matrix(frame, self.features).astype(np.float32).astype(np.float64)
         total = np.zeros(len(x), dtype=np.float64)
         for tree in self.trees:  # same summation order as scikit-learn with n_jobs=1
             total += tree.predict(x)

@@ -195,7 +195,12 @@ class Reassembler:
 
 class StitchReceiver:
     """The stitching server: a thread receiving datagrams on ``127.0.0.1:port`` (0 picks a
-    free port), reassembling and decoding every frame's message."""
+    free port), reassembling and decoding every frame's message.
+
+    A datagram sent on loopback reaches the socket asynchronously (the kernel's softirq may
+    run later on a loaded host), so "the sender has returned" does not mean "the receiver
+    has it": a caller that knows how many frames were sent waits for them
+    (:meth:`wait_for_frames`, or ``stop(expect_frames=n)``) instead of sleeping."""
 
     def __init__(self, port: int = 0, host: str = "127.0.0.1") -> None:
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
@@ -205,6 +210,7 @@ class StitchReceiver:
         self.port: int = self.sock.getsockname()[1]
         self.reassembler = Reassembler()
         self.datagrams = self.frames_complete = self.bad_messages = 0
+        self._arrived = threading.Condition()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="stitch-receiver", daemon=True)
 
@@ -226,14 +232,29 @@ class StitchReceiver:
                 continue
             try:
                 decode_message(message)
-                self.frames_complete += 1
             except WireError:
                 self.bad_messages += 1
+                continue
+            with self._arrived:
+                self.frames_complete += 1
+                self._arrived.notify_all()
 
-    def stop(self) -> ReceiverStats:
-        """Stop the thread once the socket is drained, close the socket; the counts."""
+    def wait_for_frames(self, frames: int, timeout_s: float) -> bool:
+        """Block until ``frames`` frames have been reassembled (True), or ``timeout_s``
+        passed (False: some were lost or are still in flight)."""
+        with self._arrived:
+            return self._arrived.wait_for(lambda: self.frames_complete >= frames, timeout_s)
+
+    def stop(self, expect_frames: int | None = None, timeout_s: float = 10.0) -> ReceiverStats:
+        """Stop the receiver: first wait (up to ``timeout_s``) for ``expect_frames`` frames
+        when the caller knows how many it sent, then let the thread drain the socket and
+        end, then close the socket; the counts."""
+        if expect_frames is not None:
+            self.wait_for_frames(expect_frames, timeout_s)
         self._stop.set()
-        self._thread.join(timeout=2.0)
+        self._thread.join(timeout_s)  # ends after the first 50 ms without a datagram
+        if self._thread.is_alive():
+            raise EdgewiseError(f"the stitching receiver did not stop within {timeout_s} s")
         self.sock.close()
         return self.stats()
 
@@ -247,10 +268,13 @@ class SiftApp:
     """SIFT on a 640x320 frame every ``period_ms``, its features and JPEG sent over UDP to
     ``127.0.0.1:port``. A period misses when its response time (finish − release) exceeds
     ``deadline_ms`` (default: the period). Frames are synthesised from ``seed`` (a pool of
-    ``n_frames`` cycled, standing in for a camera). OpenCV runs single-threaded."""
+    ``n_frames`` cycled, standing in for a camera). OpenCV runs single-threaded. ``clock``
+    and ``sleep`` (seconds) are the time source, injectable for tests without a stop flag."""
 
     def __init__(self, period_ms: float = 200.0, deadline_ms: float | None = None,
-                 port: int = 0, seed: int = 0, n_features: int = 500, n_frames: int = 8) -> None:
+                 port: int = 0, seed: int = 0, n_features: int = 500, n_frames: int = 8, *,
+                 clock: Callable[[], float] = time.monotonic,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
         if period_ms <= 0:
             raise EdgewiseError(f"period_ms must be positive, got {period_ms}")
         self.period_ms = period_ms
@@ -260,6 +284,7 @@ class SiftApp:
         self.sift = cv2.SIFT.create(nfeatures=n_features)
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4 << 20)
+        self.clock, self.sleep = clock, sleep
 
     def process(self, index: int) -> int:
         """One period's work on frame ``index``: SIFT, serialise, JPEG, send; bytes sent."""
@@ -285,19 +310,20 @@ class SiftApp:
         Event, is set); ``on_period(release, exec_ms, met)`` is called after each period."""
         period = self.period_ms / 1000.0
         n_periods = max(1, int(duration_s / period + 1e-9))
-        start, k, periods, misses, execs = time.monotonic(), 0, 0, 0, []
+        start, k, periods, misses, execs = self.clock(), 0, 0, 0, []
         while k < n_periods and not (stop is not None and stop.is_set()):
             release = start + k * period
-            wait = release - time.monotonic()
+            wait = release - self.clock()
             if wait > 0 and stop is not None and stop.wait(wait):
                 break
             if wait > 0 and stop is None:
-                time.sleep(wait)
-            t0 = time.monotonic()
+                self.sleep(wait)
+            t0 = self.clock()
             self.process(k)
-            t1 = time.monotonic()
+            t1 = self.clock()
             met = (t1 - release) * 1000.0 <= self.deadline_ms
             execs.append((t1 - t0) * 1000.0)
+            # an overrun swallows every period released while it ran: skipped, each a miss
             nxt = min(n_periods, max(k + 1, int((t1 - start) / period)))
             periods, misses = periods + nxt - k, misses + (not met) + (nxt - k - 1)
             if on_period is not None:

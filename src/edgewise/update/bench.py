@@ -1,9 +1,9 @@
 """`edgewise bench deep-edge`: the §V-C protocol of the Deep-Edge paper.
 
 1. Ground truth: the calibrated profiles of the Jetson TX2 and Nano (``perf.calibrated``).
-2. Learned models: per device type, a profile of ``profile_rows`` noisy samples is drawn from
-   the ground truth and the paper's functions are fitted by AutoML (FLAML) with a time budget
-   (or a number of trials); their held-out MAPE is reported (Table I).
+2. Learned models: per device type, a profile of ``profile_rows`` (1,650) noisy samples is
+   drawn from the ground truth and the paper's functions are fitted by AutoML (FLAML) with
+   a time budget (or a number of trials); their held-out MAPE is reported (Table I).
 3. ``experiments`` random experiments on the testbed (1 TX2 + 3 Nano workers with SIFT and
    random stressors that keep SIFT within its deadline initially; a Raspberry Pi 4 server):
    deep-edge and fair plan with the learned models; both plans are scored by the ground truth
@@ -166,7 +166,8 @@ def fit_settings(ctx: BenchContext) -> FitSettings:
     """The learned models' fit: ``--fit-trials`` (or, with --quick, QUICK_TRIALS) trials per
     function, else ``--fit-budget`` seconds per function."""
     trials = ctx.option("fit_trials") or (QUICK_TRIALS if ctx.quick else None)
-    return FitSettings(budget_s=float(ctx.option("fit_budget")), trials=trials)
+    return FitSettings(rows=int(ctx.option("profile_rows")),
+                       budget_s=float(ctx.option("fit_budget")), trials=trials)
 
 
 def simulated(ctx: BenchContext) -> Figures:
@@ -237,6 +238,9 @@ SPEC = BenchSpec(
         BenchOption("fit_trials", None, "fit each function by this many AutoML trials instead "
                     f"of a time budget: repeatable (--quick: {QUICK_TRIALS})", minimum=1,
                     maximum=1000),
+        BenchOption("profile_rows", 1650, "profile rows per device type the learned models "
+                    "are fitted on (Table I: 1,386 train + 264 test)", minimum=100,
+                    maximum=100_000),
         BenchOption("sweep", False, "sensitivity study: SIFT base time and load weights, k_c, "
                     "k_g, fair's batch; a JSON grid and heat maps", kind="bool"),
     ),

@@ -31,11 +31,15 @@ def _values(grid: list[Figures], key: str) -> dict[tuple[float, ...], float]:
 def _panel(ax: Axes, rows: list[tuple[float, float]], kgs: list[float],
            cell: dict[tuple[float, ...], float], headline: float, vmax: float) -> Any:
     """One (k_c, fair batch) panel: SIFT (base, weight scale) down, k_g across."""
+    from matplotlib.colors import TwoSlopeNorm
+
     data = np.array([[cell[(b, w, g)] for g in kgs] for b, w in rows])
-    image = ax.imshow(data, cmap="viridis", vmin=1.0, vmax=vmax, aspect="auto")
+    norm = TwoSlopeNorm(vmin=1.0, vcenter=headline, vmax=vmax)  # white at the headline
+    image = ax.imshow(data, cmap="RdBu_r", norm=norm, aspect="auto")
     for (i, j), v in np.ndenumerate(data):
+        dark = not np.isnan(v) and abs(float(norm(v)) - 0.5) > 0.3
         ax.text(j, i, "—" if np.isnan(v) else f"{v:.2f}", ha="center", va="center",
-                fontsize=7, color="white" if v < (1.0 + vmax) / 2 else "black")
+                fontsize=7, color="white" if dark else "black")
         if v >= headline:
             ax.add_patch(_outline(j, i))
     ax.set_xticks(range(len(kgs)), [f"{g:.2f}" for g in kgs])
@@ -46,7 +50,7 @@ def _panel(ax: Axes, rows: list[tuple[float, float]], kgs: list[float],
 def _outline(x: int, y: int) -> Rectangle:
     from matplotlib.patches import Rectangle
 
-    return Rectangle((x - 0.5, y - 0.5), 1, 1, fill=False, edgecolor="red", linewidth=2.0)
+    return Rectangle((x - 0.5, y - 0.5), 1, 1, fill=False, edgecolor="black", linewidth=2.0)
 
 
 def _heat_map(figures: Figures, kind: str, path: Path) -> None:
@@ -60,7 +64,9 @@ def _heat_map(figures: Figures, kind: str, path: Path) -> None:
     finite = [v for v in values.values() if not np.isnan(v)]
     vmax = max([headline + 0.1, *finite])
     fig, grid = plt.subplots(len(kcs), len(batches), squeeze=False, sharex=True, sharey=True,
-                             figsize=(3.2 * len(batches) + 1.5, 0.45 * len(rows) * len(kcs) + 1.5))
+                             layout="constrained",
+                             figsize=(3.0 * len(batches) + 2.0,
+                                      max(3.0, 0.4 * len(rows) * len(kcs) + 1.6)))
     image = None
     for (r, kc), (c, batch) in itertools.product(enumerate(kcs), enumerate(batches)):
         ax = grid[r][c]
@@ -73,9 +79,9 @@ def _heat_map(figures: Figures, kind: str, path: Path) -> None:
             ax.set_ylabel("Nano SIFT base, weights")
     assert image is not None
     fig.colorbar(image, ax=grid, shrink=0.6, label="mean speedup of deep-edge over fair")
-    fig.suptitle(f"Deep-Edge §V-C, {how}: red outline = mean speedup ≥ {headline} "
-                 f"({figures['sweep']['experiments_per_cell']} experiments per cell)",
-                 fontsize=9)
+    fig.suptitle(f"Deep-Edge §V-C, {how}: outlined, mean speedup ≥ {headline}\n"
+                 f"({figures['sweep']['experiments_per_cell']} experiments per cell; "
+                 f"— where fair found no plan)", fontsize=9)
     fig.savefig(path, dpi=110)
     plt.close(fig)
 
