@@ -118,7 +118,7 @@ class CalibratedDevice(PerfModel):
     def new_state(self, state: Array, batch: Array) -> Array:
         """EstState (Eq. 7): the (n, 3) state while training, 95th percentile. CPU and GPU
         take a share of the headroom that grows with the batch; memory grows linearly with
-        the batch (Fig. 9(d)) and may exceed MEM_LIMIT_PCT, where the OS kills the trainer."""
+        the batch (Fig. 9(d)) and may exceed OOM_KILL_PCT, where the OS kills the trainer."""
         s, b = _state(state), _vec(batch)
         phi = b / (b + K.LOAD_HALF_BATCH)
         cpu = s[:, 0] + (100.0 - s[:, 0]) * (self.cpu_load[0] + self.cpu_load[1] * phi)
@@ -149,7 +149,7 @@ class CalibratedDevice(PerfModel):
         return b * self.compute_time(state, b) + self.update_time(state, b, mean, ps, n)
 
     def max_batch_size(self, state: Array, b_min: int = 8, b_max: int = 256,
-                       mem_limit_pct: float = K.MEM_LIMIT_PCT) -> NDArray[np.int64]:
+                       mem_limit_pct: float = K.OOM_KILL_PCT) -> NDArray[np.int64]:
         """GetMaxBatchSize (§IV-C2): the largest power of two in [b_min, b_max] whose memory
         while training stays within ``mem_limit_pct``; 0 where none fits."""
         s = _state(state)
@@ -217,7 +217,7 @@ def _draw_states(model: CalibratedDevice, n: int, rng: np.random.Generator) -> A
     levels = np.asarray(K.STRESS_LEVELS_PCT)
     idle_mem = float(model.idle_state()[0, 2])
     room = model.new_state(np.array([[0.0, 0.0, idle_mem]]), np.array([8.0]))[0, 2]
-    mem_levels = levels[idle_mem + levels + (room - idle_mem) <= K.MEM_LIMIT_PCT]
+    mem_levels = levels[idle_mem + levels + (room - idle_mem) <= K.OOM_KILL_PCT]
     if mem_levels.size == 0:
         raise InfeasibleError(f"{model.device_type}: a batch of 8 does not fit in memory")
     cpu = rng.choice(levels, n)

@@ -8,8 +8,8 @@ from typing import Final
 __all__ = [
     "BACKWARD_SHARE", "CPU_SHARE_THETA", "CPU_SLOWDOWN_CPU_DEVICE", "CPU_SLOWDOWN_GPU_DEVICE",
     "GPU_LOAD_REFERENCE_PCT", "GPU_LOAD_STEP_INCREASE", "GPU_SLOWDOWN", "LINK_EFFICIENCY",
-    "LINK_LATENCY_MS", "LINK_MBPS", "LOAD_HALF_BATCH", "MAX_PS_UTILISATION", "MEM_LIMIT_PCT",
-    "MESSAGE_OVERHEAD_MS", "NANO_STEP_S", "NOISE_SIGMA", "OS_MEMORY_MB", "PARAM_MB",
+    "LINK_LATENCY_MS", "LINK_MBPS", "LOAD_HALF_BATCH", "MAX_PS_UTILISATION",
+    "MESSAGE_OVERHEAD_MS", "NANO_STEP_S", "NOISE_SIGMA", "OOM_KILL_PCT", "OS_MEMORY_MB", "PARAM_MB",
     "PS_UPDATE_MS", "REFERENCE_BATCH", "REFERENCE_WORKERS", "SAMPLE_MEMORY_MB", "SIFT_ANCHOR",
     "SIFT_BASE_MS", "SIFT_CPU_WEIGHT", "SIFT_GPU_WEIGHT", "SIFT_PERIOD_MS",
     "SIFT_SPEED_EXPONENT", "SIFT_SWAP_PCT", "SIFT_SWAP_WEIGHT", "STRESS_LEVELS_PCT",
@@ -48,7 +48,7 @@ CPU_SHARE_THETA: Final = 0.5  # stretch 1 / (1 - θ u): fair share against a ful
 MAX_PS_UTILISATION: Final = 0.9  # cap on the PS queue's utilisation ρ (keeps waits finite)
 
 # --- Memory: Fig. 9(d), GetMaxBatchSize (§IV-C2), "insufficient memory kills" (§V-B) -----
-MEM_LIMIT_PCT: Final = 95.0  # above this the OS kills the trainer (edgewise.update's limit)
+OOM_KILL_PCT: Final = 95.0  # above this the OS kills the trainer (the planner stops at 85%)
 OS_MEMORY_MB: Final = {"gpu": 1024.0, "cpu": 384.0}  # idle OS: L4T + CUDA / headless Pi OS
 TRAIN_MEMORY_MB: Final = {"gpu": 600.0, "cpu": 350.0}  # runtime (+ CUDA context) + model
 SAMPLE_MEMORY_MB: Final = 30.0  # per sample in a batch: idle Nano fits 64, idle TX2 128

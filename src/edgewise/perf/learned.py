@@ -8,7 +8,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
-import pandas as pd
 from numpy.typing import NDArray
 from typing_extensions import TypedDict
 
@@ -138,8 +137,7 @@ class LearnedDevice:
         return np.maximum(self._predict(exec_key(app_kind), cols), _MIN_TIME)
 
     def _predict(self, key: str, columns: Mapping[str, Array]) -> Array:
-        frame = pd.DataFrame({name: columns[name] for name in self.features[key]})
-        return from_target(key, columns, self.regressors[key].predict(frame))
+        return from_target(key, columns, self.regressors[key].predict(columns))
 
 
 def to_target(key: str, features: Mapping[str, Array], y: Array) -> Array:

@@ -5,8 +5,9 @@ scikit-learn does), and constants; never pickled (``perf.model_io`` writes and r
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeAlias
 
 import lightgbm as lgb
 import numpy as np
@@ -15,15 +16,20 @@ import xgboost as xgb
 from numpy.typing import NDArray
 
 __all__ = [
-    "ConstantRegressor", "ForestRegressor", "LightGBMRegressor", "Regressor", "XGBoostRegressor",
-    "forest_from_json", "forest_to_json", "from_estimator",
+    "Columns", "ConstantRegressor", "ForestRegressor", "LightGBMRegressor", "Regressor",
+    "XGBoostRegressor", "forest_from_json", "forest_to_json", "from_estimator",
 ]  # fmt: skip
 
 Array = NDArray[np.float64]
 
 
+Columns: TypeAlias = pd.DataFrame | Mapping[str, Array]
+"""The rows to predict: a DataFrame, or equally long arrays by column name (no DataFrame to
+build for the planner's many calls of a few rows)."""
+
+
 class Regressor(Protocol):
-    """A fitted regressor that reads the columns ``features`` of a DataFrame."""
+    """A fitted regressor that reads the columns ``features`` of a table."""
 
     @property
     def estimator(self) -> str:
@@ -35,16 +41,23 @@ class Regressor(Protocol):
         """The columns it reads (FLAML drops constant columns, so possibly fewer)."""
         ...
 
-    def predict(self, frame: pd.DataFrame) -> Array:
+    def predict(self, frame: Columns) -> Array:
         """Predict one value per row of ``frame``."""
         ...
 
 
-def _matrix(frame: pd.DataFrame, features: tuple[str, ...]) -> Array:
+def _n_rows(frame: Columns) -> int:
+    if isinstance(frame, pd.DataFrame):
+        return len(frame)
+    return len(next(iter(frame.values()))) if frame else 0
+
+
+def _matrix(frame: Columns, features: tuple[str, ...]) -> Array:
     """The columns ``features`` of ``frame`` as a float64 matrix (column by column: the
     planner's calls have a few rows, where ``frame.loc`` costs more than the prediction)."""
-    return np.column_stack([frame[c].to_numpy(np.float64) for c in features]) if features \
-        else np.empty((len(frame), 0))
+    if not features:
+        return np.empty((_n_rows(frame), 0))
+    return np.column_stack([np.asarray(frame[c], dtype=np.float64) for c in features])
 
 
 @dataclass(frozen=True)
@@ -55,9 +68,9 @@ class ConstantRegressor:
     estimator: str = "constant"
     features: tuple[str, ...] = ()
 
-    def predict(self, frame: pd.DataFrame) -> Array:
+    def predict(self, frame: Columns) -> Array:
         """Return ``value`` for every row of ``frame``."""
-        return np.full(len(frame), self.value, dtype=np.float64)
+        return np.full(_n_rows(frame), self.value, dtype=np.float64)
 
 
 @dataclass(frozen=True, eq=False)
@@ -68,7 +81,7 @@ class LightGBMRegressor:
     features: tuple[str, ...]
     estimator: str = "lgbm"
 
-    def predict(self, frame: pd.DataFrame) -> Array:
+    def predict(self, frame: Columns) -> Array:
         """Predict with the booster on the columns ``features`` of ``frame``, on one thread
         (the planner predicts a few rows at a time: OpenMP's start-up would dominate)."""
         return np.asarray(self.booster.predict(_matrix(frame, self.features), num_threads=1),
@@ -86,7 +99,7 @@ class XGBoostRegressor:
     def __post_init__(self) -> None:
         self.booster.set_param({"nthread": 1})  # a few rows per call: threads cost more
 
-    def predict(self, frame: pd.DataFrame) -> Array:
+    def predict(self, frame: Columns) -> Array:
         """Predict with the booster on the columns ``features`` of ``frame`` (in place, no
         DMatrix: the same values, a tenth of the time for the planner's small calls)."""
         return np.asarray(self.booster.inplace_predict(_matrix(frame, self.features)),
@@ -125,7 +138,7 @@ class ForestRegressor:
     features: tuple[str, ...]
     estimator: str = "rf"
 
-    def predict(self, frame: pd.DataFrame) -> Array:
+    def predict(self, frame: Columns) -> Array:
         """Mean of the trees, with inputs rounded to float32 as scikit-learn does."""
         x = _matrix(frame, self.features).astype(np.float32).astype(np.float64)
         total = np.zeros(len(x), dtype=np.float64)

@@ -34,13 +34,13 @@ from edgewise.bench import BenchContext, BenchOption, BenchSpec, Figures
 from edgewise.errors import InfeasibleError
 from edgewise.perf.calibrated import calibrated
 from edgewise.perf.models import LearnedDevice
-from edgewise.perf.schema import PerfModel
 from edgewise.update.experiments import random_cluster_problem
 from edgewise.update.policies import REGISTRY
 from edgewise.update.protocol import (
     DEVICE_TYPES,
     REPEATABLE_TRIALS,
     FitSettings,
+    Models,
     drawn_experiment,
     fair_on,
     learn,
@@ -55,7 +55,6 @@ __all__ = ["EXPERIMENTS", "QUICK_EXPERIMENTS", "QUICK_TRIALS", "SPEC", "fit_sett
 EXPERIMENTS = 120  # §V-C: "We performed 120 random experiments"
 QUICK_EXPERIMENTS = 24
 QUICK_TRIALS = REPEATABLE_TRIALS  # with --quick, fits are trial-bounded (repeatable)
-Models = dict[str, PerfModel]
 
 
 def _experiment(rng: np.random.Generator, learned: Models, truth: Models,

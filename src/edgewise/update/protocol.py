@@ -21,11 +21,12 @@ from edgewise.update.policies import REGISTRY
 from edgewise.update.problem import MEM_LIMIT_PERCENT, UpdatePlan, UpdateProblem
 from edgewise.update.sim import score
 
-__all__ = ["DEVICE_TYPES", "REPEATABLE_TRIALS", "FitSettings", "drawn_experiment", "fair_on",
-           "learn", "perfect_model_figures", "pressure_margins", "with_models"]
+__all__ = ["DEVICE_TYPES", "REPEATABLE_TRIALS", "FitSettings", "Models", "drawn_experiment",
+           "fair_on", "learn", "perfect_model_figures", "pressure_margins", "with_models"]
 
 DEVICE_TYPES = ("jetson-tx2", "jetson-nano")
 Models = Mapping[str, PerfModel]
+"""Performance models by device type (learned, or the calibrated ground truth)."""
 MAX_REDRAWS = 100
 REPEATABLE_TRIALS = 8  # AutoML trials per function of a repeatable fit: MAPEs close to 6 s fits
 

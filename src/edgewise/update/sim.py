@@ -45,7 +45,7 @@ class UpdateOutcome:
     timings: Mapping[str, float] = field(default_factory=dict, compare=False)
 
 
-def _worker(problem: UpdateProblem, model: PerfModel, state: np.ndarray, d: int, b: int,
+def _worker_epoch(problem: UpdateProblem, model: PerfModel, state: np.ndarray, d: int, b: int,
             mean_b: float, n: int) -> tuple[float, np.ndarray]:
     """epochTime_i = B_i (b_i t^compute + t^update) with B_i = ⌈d_i / b_i⌉ (§III-A3)."""
     one = np.array([float(b)])
@@ -68,8 +68,9 @@ def score(problem: UpdateProblem, plan: UpdatePlan,
         model, state = models[w.device_type], np.array([w.state], dtype=np.float64)
         d = plan.shards.get(w.device, 0)
         if d > 0:
-            epochs[w.device], state = _worker(problem, model, state, d, plan.batch_sizes[w.device],
-                                              mean_b, len(workers))
+            epochs[w.device], state = _worker_epoch(problem, model, state, d,
+                                                    plan.batch_sizes[w.device], mean_b,
+                                                    len(workers))
         for app in w.apps:
             exec_ms[app.name] = float(model.exec_time(app.kind, state)[0])
             if exec_ms[app.name] > app.deadline:
