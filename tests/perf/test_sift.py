@@ -12,19 +12,17 @@ import numpy as np
 import pytest
 
 from edgewise.perf.app_process import start_background_app
-from edgewise.perf.sift import (
+from edgewise.perf.sift import SiftApp, StitchReceiver, synth_frame
+from edgewise.perf.sift_wire import (
     MAX_DATAGRAM,
     Reassembler,
-    SiftApp,
-    StitchReceiver,
     WireError,
     decode_features,
     decode_message,
     encode_features,
     encode_message,
     split_message,
-    synth_frame,
-)  # fmt: skip
+)
 
 
 def _features(n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
