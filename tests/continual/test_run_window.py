@@ -73,3 +73,15 @@ def test_plan_predicts_retraining_completion_and_replans(runtime: RayRuntime) ->
     assert set(r.golden_accuracy) == set(r.accuracy) == {"cam0", "cam1"}
     assert all(0.0 <= a <= 1.0 for a in r.planned_accuracy.values())
     assert np.isfinite(r.plan.accuracy)
+
+
+def test_live_problem_and_policy_are_checked_before_any_actor_starts() -> None:
+    from edgewise.errors import ConfigError
+
+    streams = tuple(digits_streams(1, seed=0, n_windows=2))
+    with pytest.raises(ConfigError, match="no stream"):
+        LiveProblem((), 1)
+    with pytest.raises(ConfigError, match="windows"):
+        LiveProblem(streams, 3)
+    with pytest.raises(ConfigError, match="unknown policy"):
+        execute(None, LiveProblem(streams, 1), "nope")  # no runtime is touched
