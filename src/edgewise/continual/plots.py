@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ["plots", "save_plots"]
+__all__ = ["plots", "save_figure", "save_plots"]
 
 
 def _lines(ax: Any, xs: Sequence[float], series: Mapping[str, Sequence[float]]) -> None:
@@ -33,7 +33,7 @@ def save_plots(result: Mapping[str, Any], directory: Path) -> list[Path]:
     import matplotlib.pyplot as plt
 
     directory.mkdir(parents=True, exist_ok=True)
-    return [_save(draw(result, plt), directory / name, plt) for name, draw in (
+    return [save_figure(draw(result, plt), directory / name, plt) for name, draw in (
         ("ekya-streams.png", _streams), ("ekya-accelerators.png", _accelerators),
         ("ekya-factors.png", _factors), ("ekya-delta.png", _delta))]
 
@@ -80,7 +80,8 @@ def _delta(result: Mapping[str, Any], plt: Any) -> Any:
     return fig
 
 
-def _save(fig: Any, path: Path, plt: Any) -> Path:
+def save_figure(fig: Any, path: Path, plt: Any) -> Path:
+    """Lay out, write as PNG and close ``fig``."""
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

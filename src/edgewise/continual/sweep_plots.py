@@ -8,6 +8,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from edgewise.continual.plots import save_figure
+
 __all__ = ["save_sweep"]
 
 _STYLE = {"protocol": "-", "checkpoints_served": ":", "checkpoint_aware": "--"}
@@ -23,7 +25,7 @@ def save_sweep(figures: Mapping[str, Any], folder: Path) -> list[Path]:
     grid = folder / "ekya-sweep.json"
     grid.write_text(json.dumps(figures["sweep"], indent=1))
     study = figures["sweep"]
-    return [grid, *(_save(draw(study, plt), folder / name, plt) for name, draw in (
+    return [grid, *(save_figure(draw(study, plt), folder / name, plt) for name, draw in (
         ("ekya-sweep-streams.png", _streams), ("ekya-sweep-cost-scale.png", _cost_scale),
         ("ekya-sweep-heatmap.png", _heatmap)))]
 
@@ -108,9 +110,3 @@ def _heatmap(study: Mapping[str, Any], plt: Any) -> Any:
         fig.colorbar(image, ax=ax)
     return fig
 
-
-def _save(fig: Any, path: Path, plt: Any) -> Path:
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
