@@ -57,7 +57,7 @@ app = typer.Typer(cls=_LazyBenches, no_args_is_help=True)
 def _benchmarks() -> None:
     """Benchmarks; each prints a table, or one JSON object with --json."""
 
-_TYPES: dict[str, type] = {"int": int, "float": float, "str": str, "path": Path, "bool": bool}
+_TYPES: dict[str, type] = {"int": int, "float": float, "str": str, "path": Path}
 
 
 def emit(figures: Figures, as_json: bool, title: str) -> None:
@@ -83,6 +83,10 @@ def _with_bar(label: str, run: Callable[[Callable[[str, float], None]], Figures]
 
 def _own(option: BenchOption) -> inspect.Parameter:
     flag = "--" + option.name.replace("_", "-")
+    if option.kind == "bool":  # a flag: --name, no --no-name
+        return inspect.Parameter(option.name, inspect.Parameter.KEYWORD_ONLY, annotation=bool,
+                                 default=typer.Option(bool(option.default), flag,
+                                                      help=option.help))
     default = typer.Option(option.default, flag, help=option.help, min=option.minimum,
                            max=option.maximum)
     kind = _TYPES[option.kind]
