@@ -42,11 +42,20 @@ class Cgroups:
         return seen
 
     def create(self, rel: str, memory_mb: int, quota_cores: float | None, period_us: int) -> None:
-        """Make the node's cgroup with its memory limit and CPU quota (None: unlimited)."""
+        """Make the node's cgroup with its memory limit and CPU quota (None: unlimited).
+
+        The top directory (``edgewise``) gets the largest CPU weight, so that the quotas
+        hold while the rest of the host is busy (the testbed claims its CPU budget), and
+        each node a weight in proportion to its quota, so that a host too busy even for
+        that slows every device alike.
+        """
         if self.version == 2:
             self._enable_v2_controllers(rel)
         for path in self.paths(rel):
             path.mkdir(parents=True, exist_ok=True)
+        self._weight(Path(rel).parts[0], 1.0)
+        if quota_cores is not None:
+            self._weight(rel, quota_cores / 256)
         limit = str(memory_mb * 2**20)
         if self.version == 1:
             _write(self.roots["memory"] / rel / "memory.limit_in_bytes", limit)
@@ -74,6 +83,17 @@ class Cgroups:
         else:
             value = "max" if quota < 0 else str(quota)
             _write(self.roots["unified"] / rel / "cpu.max", f"{value} {period_us}")
+        if cores is not None:
+            self._weight(rel, cores / 256)
+
+    def _weight(self, rel: str, share: float) -> None:
+        """CPU weight as a share of the largest one (v1 shares 2..262144, v2 1..10000)."""
+        if self.version == 1:
+            value = max(2, min(262144, round(share * 262144)))
+            _write(self.roots["cpu"] / rel / "cpu.shares", str(value))
+        else:
+            value = max(1, min(10000, round(share * 10000)))
+            _write(self.roots["unified"] / rel / "cpu.weight", str(value))
 
     def procs_files(self, rel: str) -> list[Path]:
         """The files a process writes its pid into to join the node's cgroup."""

@@ -19,6 +19,7 @@ __all__ = ["LABEL_TESTBED", "node_argv", "node_env", "spawn_in", "start_node", "
 
 LABEL_TESTBED = "edgewise.io/testbed"
 START_TIMEOUT_S = 180.0
+PARALLEL_STARTS = 2  # more at once and a small loaded host misses Ray's 30 s registration
 
 # Ray's knobs for a node on a shared small host: no worker processes started ahead of
 # need (each costs a Python start under the device's quota), and room for a worker to
@@ -77,9 +78,22 @@ def spawn_in(cgroups: Cgroups, node: NodePlan, argv: list[str], env: dict[str, s
 
 
 def start_node(plan: TestbedPlan, node: NodePlan, cgroups: Cgroups, ray: str,
-               token_path: Path | str, latency_in: str) -> None:
-    """Run ``ray start`` for ``node`` and wait for it; TestbedError with Ray's last words
-    when it fails."""
+               token_path: Path | str, latency_in: str, attempts: int = 3) -> None:
+    """Run ``ray start`` for ``node`` and wait for it, again after a failure (Ray gives a
+    raylet 30 s to register, which a loaded host can miss); TestbedError with Ray's last
+    words when every attempt failed."""
+    for attempt in range(attempts):
+        try:
+            _start_once(plan, node, cgroups, ray, token_path, latency_in)
+            return
+        except TestbedError:
+            cgroups.kill(node.cgroup)
+            if attempt == attempts - 1:
+                raise
+
+
+def _start_once(plan: TestbedPlan, node: NodePlan, cgroups: Cgroups, ray: str,
+                token_path: Path | str, latency_in: str) -> None:
     Path(node.temp_dir).mkdir(parents=True, exist_ok=True)
     log = Path(node.temp_dir) / "ray-start.log"
     proc = spawn_in(cgroups, node, node_argv(plan, node, ray, latency_in),
@@ -98,12 +112,12 @@ def start_node(plan: TestbedPlan, node: NodePlan, cgroups: Cgroups, ray: str,
 
 def start_nodes(plan: TestbedPlan, cgroups: Cgroups, ray: str, token_path: Path | str,
                 latency_in: str) -> None:
-    """The head first, then every other node at once."""
+    """The head first, then the others, :data:`PARALLEL_STARTS` at a time."""
     start_node(plan, plan.head, cgroups, ray, token_path, latency_in)
     others = [n for n in plan.nodes if not n.head]
     if not others:
         return
-    pool = ThreadPoolExecutor(max_workers=len(others))
+    pool = ThreadPoolExecutor(max_workers=PARALLEL_STARTS)
     try:  # no `with`: on Ctrl-C the caller's clean-up kills the starts; do not wait here
         futures = [pool.submit(start_node, plan, n, cgroups, ray, token_path, latency_in)
                    for n in others]
