@@ -20,18 +20,19 @@ import math
 import os
 import socket
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from edgewise.cluster.model import Cluster, Device, Link
+from edgewise.cluster.model import Cluster, Device, Link, Role
 from edgewise.errors import ConfigError, EdgewiseError
 from edgewise.runtime.emulation import EmulationConfig, stretch_factors
 
 __all__ = [
     "ADDRESS_ENV", "DEVICE_SLOTS", "LABEL_DILATION", "LABEL_LATENCY", "RayRuntime", "connect",
-    "device_resources", "head_start_line", "join_cluster", "ray_start_line", "refresh_auth",
-    "start_local",
+    "device_resources", "head_device", "head_start_line", "join_cluster", "ray_start_line",
+    "refresh_auth", "start_local",
 ]
 
 DEVICE_SLOTS = 1000  # fractional actor slots per device: an actor takes one
@@ -62,6 +63,19 @@ def _resources_flag(device: Device) -> str:
 def ray_start_line(device: Device, head: str = "HEAD_IP:6379") -> str:
     """The exact command a real device runs to join the Ray cluster as ``device``."""
     return f"ray start --address={head} --num-cpus={device.cpu_cores} {_resources_flag(device)}"
+
+
+def head_device(cluster: Cluster) -> Device:
+    """Where the Ray head runs: the manager, else an edge server, else the parameter
+    server, else the first device."""
+    picks: tuple[Callable[[Device], bool], ...] = (
+        lambda d: d.has_role(Role.MANAGER), lambda d: d.type.startswith("edge-server"),
+        lambda d: d.has_role(Role.PARAMETER_SERVER))
+    for pick in picks:
+        found = [d for d in cluster.devices if pick(d)]
+        if found:
+            return found[0]
+    return cluster.devices[0]
 
 
 def head_start_line(device: Device, port: int = 6379) -> str:
@@ -119,7 +133,7 @@ class RayRuntime:
         import ray
 
         where: dict[str, tuple[str, int]] = {}
-        for node in ray.nodes():
+        for node in ray.nodes():  # type: ignore[no-untyped-call]
             if node.get("Alive"):
                 for d in self.cluster.device_names:
                     if device_resource(d) in node.get("Resources", {}):
@@ -181,7 +195,10 @@ def refresh_auth() -> None:
     if "RAY_AUTH_MODE" not in os.environ and token_at_hand:
         os.environ["RAY_AUTH_MODE"] = "token"
     try:
-        from ray._raylet import AuthenticationTokenLoader, Config
+        from ray._raylet import (  # type: ignore[attr-defined]
+            AuthenticationTokenLoader,
+            Config,
+        )
 
         Config.initialize("")
         AuthenticationTokenLoader.instance().reset_cache()
@@ -192,7 +209,7 @@ def refresh_auth() -> None:
 def _labels() -> dict[str, str]:
     import ray
 
-    for node in ray.nodes():
+    for node in ray.nodes():  # type: ignore[no-untyped-call]
         labels = node.get("Labels") or {}
         if node.get("Alive") and LABEL_DILATION in labels:
             return dict(labels)
@@ -222,17 +239,19 @@ def _init(address: str) -> None:
         raise EdgewiseError(f"cannot join the Ray cluster at {address}: {first}{hint}") from None
 
 
-def join_cluster(cluster: Cluster, address: str, wait_s: float = 30.0) -> RayRuntime:
+def join_cluster(cluster: Cluster, address: str, wait_s: float = 30.0,
+                 require_all: bool = True) -> RayRuntime:
     """Join a running Ray cluster whose devices registered their resources with
-    ``ray start``; waits up to ``wait_s`` for every device of ``cluster`` to register.
-    A testbed's nodes tell their time dilation and whether links delay packets."""
+    ``ray start``; waits up to ``wait_s`` for every device of ``cluster`` to register
+    (ConfigError naming the missing ones, unless not ``require_all``). A testbed's nodes
+    tell their time dilation and whether links delay packets."""
     import ray
 
     _init(address)
     deadline = time.monotonic() + wait_s
     while (missing := _missing(cluster)) and time.monotonic() < deadline:
         time.sleep(0.5)
-    if missing:
+    if missing and require_all:
         ray.shutdown()
         lines = "\n  ".join(ray_start_line(cluster.device(n)) for n in missing)
         raise ConfigError(

@@ -3,6 +3,7 @@ create with a CPU quota and a memory limit, freeze, kill everything inside, remo
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import time
@@ -129,16 +130,12 @@ class Cgroups:
         pids = self.pids(rel)
         if not pids:
             return 0
-        try:
+        with contextlib.suppress(OSError):
             self.freeze(rel, True)
-        except OSError:
-            pass
         for pid in self.pids(rel):
             _kill(pid)
-        try:
+        with contextlib.suppress(OSError):
             self.freeze(rel, False)  # SIGKILL is delivered once the group thaws
-        except OSError:
-            pass
         deadline = time.monotonic() + timeout_s
         while self.pids(rel) and time.monotonic() < deadline:
             time.sleep(0.05)
@@ -199,10 +196,8 @@ def _rmdir(path: Path) -> None:
 
 
 def _kill(pid: int) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError):
         os.kill(pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
 
 
 def detect(mounts: Path = _MOUNTS) -> Cgroups | None:

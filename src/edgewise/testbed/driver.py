@@ -75,14 +75,17 @@ def driver_env(record: Record) -> Iterator[None]:
 
 
 @contextmanager
-def joined(record: Record, wait_s: float = 60.0) -> Iterator[RayRuntime]:
+def joined(record: Record, wait_s: float = 60.0,
+           require_all: bool = True) -> Iterator[RayRuntime]:
     """This process joined to the testbed as a Ray driver for the body: inside the head's
-    namespace, with its token; every device checked registered."""
+    namespace, with its token; every device checked registered (unless not
+    ``require_all``)."""
     if not Path(record.token_path).exists():
         raise TestbedError(f"testbed {record.name!r} has lost its token {record.token_path}")
     with ExitStack() as stack:
         stack.enter_context(inside(record.plan.head.netns))
         stack.enter_context(driver_env(record))
-        runtime = join_cluster(record.cluster, record.plan.head_address, wait_s=wait_s)
+        runtime = join_cluster(record.cluster, record.plan.head_address, wait_s=wait_s,
+                               require_all=require_all)
         stack.callback(runtime.shutdown)
         yield runtime

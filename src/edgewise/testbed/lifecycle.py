@@ -25,9 +25,20 @@ from edgewise.testbed.cgroups import Cgroups, detect
 from edgewise.testbed.driver import joined
 from edgewise.testbed.host import TestbedError, host_facts, ray_binary, require
 from edgewise.testbed.nodes import start_node, start_nodes
-from edgewise.testbed.plan import CFS_PERIOD_US, DEFAULT_SUBNET, HostFacts, TestbedPlan, plan_testbed
+from edgewise.testbed.plan import (
+    CFS_PERIOD_US,
+    DEFAULT_SUBNET,
+    HostFacts,
+    TestbedPlan,
+    plan_testbed,
+)
 from edgewise.testbed.record import (
-    Record, locked, read_record, remove_record, write_record, write_token,
+    Record,
+    locked,
+    read_record,
+    remove_record,
+    write_record,
+    write_token,
 )
 from edgewise.testbed.teardown import leftovers, shielded, teardown
 

@@ -69,9 +69,11 @@ def spawn_in(cgroups: Cgroups, node: NodePlan, argv: list[str], env: dict[str, s
     script = f'{joins} exec ip netns exec {shlex.quote(node.netns)} "$@"'
     out = log.open("ab") if isinstance(log, Path) else log
     try:
-        return subprocess.Popen(["/bin/sh", "-c", script, "sh", *argv], env=env, stdout=out,
-                                stderr=subprocess.STDOUT if out is not None else None,
-                                start_new_session=True, **popen)  # type: ignore[call-overload]
+        proc: subprocess.Popen[bytes] = subprocess.Popen(  # type: ignore[call-overload]
+            ["/bin/sh", "-c", script, "sh", *argv], env=env, stdout=out,
+            stderr=subprocess.STDOUT if out is not None else None, start_new_session=True,
+            **popen)
+        return proc
     finally:
         if isinstance(log, Path) and out is not None and not isinstance(out, int):
             out.close()

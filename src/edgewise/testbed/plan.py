@@ -14,12 +14,13 @@ import ipaddress
 import re
 from dataclasses import dataclass
 
-from edgewise.cluster.model import Cluster, Device, Role
+from edgewise.cluster.model import Cluster
 from edgewise.errors import ConfigError, InfeasibleError
+from edgewise.runtime.ray_cluster import head_device
 
 __all__ = [
     "CFS_PERIOD_US", "DEFAULT_SUBNET", "HostFacts", "NodePlan", "PeerRate", "TestbedPlan",
-    "check_name", "head_device", "plan_testbed",
+    "check_name", "plan_testbed",
 ]
 
 DEFAULT_SUBNET = "10.77.0.0/24"
@@ -124,17 +125,6 @@ def check_name(name: str) -> str:
                           "letters, digits or dashes, starting with a letter or digit",
                           field="name")
     return name
-
-
-def head_device(cluster: Cluster) -> Device:
-    """Where the Ray head runs: the manager, else an edge server, else the parameter
-    server, else the first device."""
-    for pick in (lambda d: d.has_role(Role.MANAGER), lambda d: d.type.startswith("edge-server"),
-                 lambda d: d.has_role(Role.PARAMETER_SERVER)):
-        found = [d for d in cluster.devices if pick(d)]
-        if found:
-            return found[0]
-    return cluster.devices[0]
 
 
 def _hosts(subnet: str, count: int) -> tuple[ipaddress.IPv4Network, list[str]]:

@@ -45,9 +45,10 @@ class Testbed:
 
     def alive_nodes(self) -> int:
         """Ray nodes of this testbed that Ray reports alive."""
-        return sum(1 for n in ray.nodes() if n.get("Alive")
-                   and any(device_resource(d) in n.get("Resources", {})
-                           for d in self.runtime.cluster.device_names))
+        nodes = ray.nodes()  # type: ignore[no-untyped-call]
+        return len([n for n in nodes if n.get("Alive")
+                    and any(device_resource(d) in n.get("Resources", {})
+                            for d in self.runtime.cluster.device_names)])
 
     def restart_node(self, device: str, wait_s: float = 60.0) -> None:
         """Start ``device``'s node again (after a kill) and wait until Ray has it back."""

@@ -9,7 +9,7 @@ import shutil
 import signal
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
 from edgewise.testbed import net
@@ -97,10 +97,8 @@ def _kill_all(name: str, cgroups: Cgroups, rounds: int = 5) -> int:
             break
         killed |= pids
         for pid in pids:
-            try:
+            with suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
         time.sleep(0.2)
     return len(killed)
 
@@ -116,10 +114,8 @@ def teardown(name: str, cgroups: Cgroups) -> dict[str, int]:
         net.netns_delete(ns)
     cgroups.remove_tree(_cgroup_root(name))
     for root in cgroups.roots.values():  # the shared parent, once no testbed uses it
-        try:
+        with suppress(OSError):
             (root / "edgewise").rmdir()
-        except OSError:
-            pass
     shutil.rmtree(_temp_root(name), ignore_errors=True)
     return {"namespaces": len(spaces), "veths": veths, "cgroups": len(groups),
             "processes": processes}
