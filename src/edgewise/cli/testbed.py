@@ -60,8 +60,8 @@ def _nodes_table(info: dict[str, Any]) -> Table:
     for column in ("device", "address", "ray", "quota (cores)", "memory MB", "procs", "state"):
         table.add_column(column)
     for n in info["nodes"]:
-        flags = [f for f, on in (("head", n["head"]), ("frozen", n["frozen"]),
-                                 ("port down", not n["port_up"])) if on]
+        flags = [f for f, on in (("head", n["head"]), ("no raylet", not n["raylet"]),
+                                 ("frozen", n["frozen"]), ("port down", not n["port_up"])) if on]
         cut = [lk["peer"] for lk in n["links"] if lk["cut"]]
         flags += [f"cut from {', '.join(cut)}"] if cut else []
         table.add_row(n["device"], n["address"], n["ray"], f"{n['quota_cores']:.3f}",
@@ -93,7 +93,8 @@ def up(
     host = host_facts(host_speed or None, cpu_budget or None)
     record = lifecycle.up(file, chosen, subnet=subnet, state=_state(), host=host,
                           echo=lambda line: err.print(line, highlight=False))
-    info = status(record, lifecycle.require_cgroups())
+    registered = dict.fromkeys(record.cluster.device_names, "ALIVE")  # up checked each
+    info = status(record, lifecycle.require_cgroups(), registered)
     out.print(_nodes_table(info))
     out.print(f"up in {record.up_seconds:.1f} s; head {record.plan.head_address}; host core "
               f"= {record.plan.host.speed:g} Nano, CPU budget {record.plan.host.cpu_budget_cores:g}"

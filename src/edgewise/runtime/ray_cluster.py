@@ -187,12 +187,13 @@ def start_local(cluster: Cluster, config: EmulationConfig | None = None) -> RayR
     return RayRuntime(cluster, stretch, emulated=True)
 
 
-def refresh_auth() -> None:
+def refresh_auth(enable_if_token: bool = True) -> None:
     """Make Ray re-read ``RAY_AUTH_MODE`` and the token (env or file) in this process;
-    token mode is switched on when the mode is unset and a token is at hand."""
+    token mode is switched on when the mode is unset and a token is at hand (unless not
+    ``enable_if_token``)."""
     token_at_hand = (os.environ.get("RAY_AUTH_TOKEN") or os.environ.get("RAY_AUTH_TOKEN_PATH")
                      or (Path.home() / ".ray" / "auth_token").exists())
-    if "RAY_AUTH_MODE" not in os.environ and token_at_hand:
+    if enable_if_token and "RAY_AUTH_MODE" not in os.environ and token_at_hand:
         os.environ["RAY_AUTH_MODE"] = "token"
     try:
         from ray._raylet import (  # type: ignore[attr-defined]
@@ -227,6 +228,8 @@ def _missing(cluster: Cluster) -> list[str]:
 def _init(address: str) -> None:
     import ray
 
+    if ray.is_initialized():
+        ray.shutdown()
     refresh_auth()
     try:
         ray.init(address=address, namespace=NAMESPACE, logging_level=logging.WARNING,

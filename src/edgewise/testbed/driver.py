@@ -71,7 +71,7 @@ def driver_env(record: Record) -> Iterator[None]:
                 os.environ.pop(key, None)
             else:
                 os.environ[key] = value
-        refresh_auth()
+        refresh_auth(enable_if_token=False)
 
 
 @contextmanager

@@ -36,6 +36,7 @@ from edgewise.testbed.record import (
     Record,
     locked,
     read_record,
+    record_path,
     remove_record,
     write_record,
     write_token,
@@ -155,8 +156,20 @@ class Down:
     leftovers: dict[str, int]
 
 
+def _traces(name: str, state: Path | None) -> bool:
+    """Whether anything of testbed ``name`` may exist (cheap: no command, no root)."""
+    cgroups = detect()
+    return (record_path(name, state).exists() or Path(f"/tmp/ewtb/{name}").exists()
+            or any(Path("/var/run/netns").glob(f"ewtb.{name}.*"))
+            or (cgroups is not None and bool(cgroups.existing(f"edgewise/{name}"))))
+
+
 def down(name: str, *, state: Path | None = None) -> Down:
-    """Remove testbed ``name`` entirely (also without a record: by its name)."""
+    """Remove testbed ``name`` entirely (also without a record: by its name). A name of
+    which nothing exists is not an error, even on a host that cannot run testbeds."""
+    if not _traces(name, state):
+        zero = dict.fromkeys(("namespaces", "veths", "cgroups", "processes"), 0)
+        return Down(False, {}, zero)
     require()
     cgroups = require_cgroups()
     with locked(name, state, wait_s=120), shielded():

@@ -7,6 +7,7 @@ import json
 import os
 import shlex
 import subprocess
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -80,17 +81,18 @@ def spawn_in(cgroups: Cgroups, node: NodePlan, argv: list[str], env: dict[str, s
 
 
 def start_node(plan: TestbedPlan, node: NodePlan, cgroups: Cgroups, ray: str,
-               token_path: Path | str, latency_in: str, attempts: int = 3) -> None:
+               token_path: Path | str, latency_in: str, attempts: int = 3,
+               cancelled: threading.Event | None = None) -> None:
     """Run ``ray start`` for ``node`` and wait for it, again after a failure (Ray gives a
-    raylet 30 s to register, which a loaded host can miss); TestbedError with Ray's last
-    words when every attempt failed."""
+    raylet 30 s to register, which a loaded host can miss) unless ``cancelled``;
+    TestbedError with Ray's last words when every attempt failed."""
     for attempt in range(attempts):
         try:
             _start_once(plan, node, cgroups, ray, token_path, latency_in)
             return
         except TestbedError:
             cgroups.kill(node.cgroup)
-            if attempt == attempts - 1:
+            if attempt == attempts - 1 or (cancelled is not None and cancelled.is_set()):
                 raise
 
 
@@ -120,10 +122,14 @@ def start_nodes(plan: TestbedPlan, cgroups: Cgroups, ray: str, token_path: Path 
     if not others:
         return
     pool = ThreadPoolExecutor(max_workers=PARALLEL_STARTS)
+    cancelled = threading.Event()
     try:  # no `with`: on Ctrl-C the caller's clean-up kills the starts; do not wait here
-        futures = [pool.submit(start_node, plan, n, cgroups, ray, token_path, latency_in)
-                   for n in others]
+        futures = [pool.submit(start_node, plan, n, cgroups, ray, token_path, latency_in,
+                               cancelled=cancelled) for n in others]
         for f in futures:
             f.result()
+    except BaseException:
+        cancelled.set()
+        raise
     finally:
         pool.shutdown(wait=False, cancel_futures=True)
