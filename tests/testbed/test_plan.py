@@ -6,6 +6,7 @@ import ipaddress
 import math
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -23,7 +24,7 @@ TYPES = sorted(catalog())
 
 
 def _cluster(types: list[str], bandwidths: list[float], manager: int | None) -> Cluster:
-    devices = [{"name": f"d{i}", "type": t} for i, t in enumerate(types)]
+    devices: list[dict[str, Any]] = [{"name": f"d{i}", "type": t} for i, t in enumerate(types)]
     if manager is not None:
         devices[manager % len(devices)]["roles"] = ["manager"]
     links = [{"between": [f"d{i}", f"d{i + 1}"], "bandwidth_mbps": bw}

@@ -3,13 +3,13 @@ what is missing and makes nothing; `down` of an unknown name is not an error (no
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
-import edgewise.testbed.host as host
 from edgewise.cli import app
 
 runner = CliRunner()
@@ -24,9 +24,9 @@ def _namespaces() -> set[str]:
 def test_up_without_root_and_tc_names_both_in_one_line_and_makes_nothing(
         monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("EDGEWISE_STATE_DIR", str(tmp_path))
-    monkeypatch.setattr(host.os, "geteuid", lambda: 1000)
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
     real_which = shutil.which
-    monkeypatch.setattr(host.shutil, "which",
+    monkeypatch.setattr(shutil, "which",
                         lambda tool: None if tool == "tc" else real_which(tool))
     before = _namespaces()
 
@@ -43,7 +43,7 @@ def test_up_without_root_and_tc_names_both_in_one_line_and_makes_nothing(
 def test_down_of_a_name_that_does_not_exist_exits_0_and_says_so(
         monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("EDGEWISE_STATE_DIR", str(tmp_path))
-    monkeypatch.setattr(host.os, "geteuid", lambda: 1000)  # also where nothing can be made
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)  # also where nothing can be made
 
     result = runner.invoke(app, ["testbed", "down", "no-such-testbed"])
 

@@ -18,8 +18,8 @@ from edgewise.testbed.nodes import node_env, spawn_in
 from edgewise.testbed.plan import DEFAULT_SUBNET, HostFacts, NodePlan
 from edgewise.testbed.record import Record
 
-__all__ = ["CpuMeasure", "LinkMeasure", "cpu_quota_ratios", "link_rate_ratios",
-           "testbed_figures"]
+__all__ = ["CpuMeasure", "LinkMeasure", "background_cores", "cpu_quota_ratios",
+           "link_rate_ratios", "measure_links", "testbed_figures"]
 
 _PROBES = [sys.executable, "-m", "edgewise.testbed.probes"]
 
@@ -72,6 +72,13 @@ class CpuMeasure:
 def _in_netns(node: NodePlan, args: list[str]) -> subprocess.Popen[str]:
     return subprocess.Popen(["ip", "netns", "exec", node.netns, *_PROBES, *args],
                             stdout=subprocess.PIPE, text=True)
+
+
+def measure_links(record: Record, pairs: list[tuple[str, str]],
+                  seconds: float = 1.5) -> list[LinkMeasure]:
+    """One TCP flow per (sender, receiver) device pair, all at once."""
+    plan = record.plan
+    return _flows([(plan.node(a), plan.node(b)) for a, b in pairs], seconds)
 
 
 def _flows(pairs: list[tuple[NodePlan, NodePlan]], seconds: float) -> list[LinkMeasure]:
