@@ -73,7 +73,9 @@ def test_every_device_is_a_ray_node_in_its_namespace_with_its_limits(live: Live)
         assert resources[f"device:{device.name}"] == 1000
         assert resources[f"device-mem:{device.name}"] == device.memory_mb
         cpu, memory = cgroups.roots["cpu"] / node.cgroup, cgroups.roots["memory"] / node.cgroup
-        assert int((cpu / "cpu.cfs_quota_us").read_text()) == round(node.quota_cores * 50_000)
+        period = int((cpu / "cpu.cfs_period_us").read_text())
+        assert period == node.cfs_period_us >= 50_000
+        assert int((cpu / "cpu.cfs_quota_us").read_text()) == round(node.quota_cores * period)
         assert int((memory / "memory.limit_in_bytes").read_text()) == device.memory_mb * 2**20
         netns = os.stat(f"/var/run/netns/{node.netns}").st_ino
         pids = cgroups.pids(node.cgroup)
@@ -94,7 +96,7 @@ def test_links_carry_their_configured_rates_per_pair(live: Live) -> None:
 
 
 def test_cpu_quotas_hold_for_a_cpu_bound_kernel(live: Live) -> None:
-    measures = cpu_quota_ratios(live.tb.record, live.tb.nodes.cgroups, wall_s=1.5, idle_s=1.0)
+    measures = cpu_quota_ratios(live.tb.record, live.tb.nodes.cgroups, wall_s=1.5)
     assert all(abs(m.ratio - 1) <= 0.2 for m in measures), measures
 
 

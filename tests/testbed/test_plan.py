@@ -56,6 +56,9 @@ def test_quotas_fit_the_budget_keep_proportions_and_links_share_the_dilation(
     for node, device in zip(plan.nodes, cluster.devices, strict=True):
         # a device second takes D testbed seconds: quota x host speed x D = device speed
         assert math.isclose(node.quota_cores * host.speed * d, device.speed, rel_tol=1e-9)
+        # a period holds at least 20 ms of quota (4 kernel bandwidth slices), or is 1 s
+        assert 50_000 <= node.cfs_period_us <= 1_000_000
+        assert node.quota_cores * node.cfs_period_us >= 19_999 or node.cfs_period_us == 10**6
         for peer in node.peers:
             link = cluster.link(node.device, peer.device)
             assert math.isclose(peer.rate_mbit * d, link.bandwidth_mbps, rel_tol=1e-9)

@@ -26,7 +26,6 @@ from edgewise.testbed.driver import joined
 from edgewise.testbed.host import TestbedError, host_facts, ray_binary, require
 from edgewise.testbed.nodes import start_node, start_nodes
 from edgewise.testbed.plan import (
-    CFS_PERIOD_US,
     DEFAULT_SUBNET,
     HostFacts,
     TestbedPlan,
@@ -86,7 +85,7 @@ def _make(plan: TestbedPlan, cgroups: Cgroups, token: Path) -> str:
         net.netns_add(node.netns)
         net.add_port(plan.bridge_netns, node, plan.prefix_len)
         net.shape(node, plan.time_dilation, netem)
-        cgroups.create(node.cgroup, node.memory_mb, None, CFS_PERIOD_US)
+        cgroups.create(node.cgroup, node.memory_mb, None, node.cfs_period_us)
     latency_in = "netem" if netem else "transport"
     ray = ray_binary()
     if ray is None:
@@ -135,7 +134,7 @@ def up(cluster_file: Path, name: str, *, subnet: str = DEFAULT_SUBNET,
                 with joined(record):
                     pass  # every device registered with the head
                 for node in plan.nodes:
-                    cgroups.set_quota(node.cgroup, node.quota_cores, CFS_PERIOD_US)
+                    cgroups.set_quota(node.cgroup, node.quota_cores, node.cfs_period_us)
         except BaseException:
             with shielded():
                 teardown(name, cgroups)
@@ -202,10 +201,10 @@ def restart_node(name: str, device: str, *, state: Path | None = None,
         if ray is None:
             raise TestbedError("no `ray` command")
         cgroups.kill(node.cgroup)
-        cgroups.create(node.cgroup, node.memory_mb, None, CFS_PERIOD_US)
+        cgroups.create(node.cgroup, node.memory_mb, None, node.cfs_period_us)
         start_node(record.plan, node, cgroups, ray, record.token_path, record.latency_in)
         if verify:
             with joined(record):
                 pass
-        cgroups.set_quota(node.cgroup, node.quota_cores, CFS_PERIOD_US)
+        cgroups.set_quota(node.cgroup, node.quota_cores, node.cfs_period_us)
         return record

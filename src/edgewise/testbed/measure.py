@@ -18,7 +18,7 @@ from edgewise.testbed.nodes import node_env, spawn_in
 from edgewise.testbed.plan import DEFAULT_SUBNET, HostFacts, NodePlan
 from edgewise.testbed.record import Record
 
-__all__ = ["CpuMeasure", "LinkMeasure", "background_cores", "cpu_quota_ratios",
+__all__ = ["CpuMeasure", "LinkMeasure", "cpu_quota_ratios",
            "link_rate_ratios", "measure_links", "testbed_figures"]
 
 _PROBES = [sys.executable, "-m", "edgewise.testbed.probes"]
@@ -40,20 +40,27 @@ class LinkMeasure:
 
 @dataclass(frozen=True, slots=True)
 class CpuMeasure:
-    """A single-threaded CPU-bound kernel in one device's cgroup: its slow-down (wall
-    time over CPU time) and the slow-down the quota configures for it,
-    ``1 / min(quota - background, 1)``, where ``background_cores`` is what the node's own
-    Ray daemons used just before (they share the device's quota, as on a real device)."""
+    """A single-threaded CPU-bound kernel in one device's cgroup: its slow-down (wall time
+    over its CPU time) against the slow-down the quota configures for it,
+    ``1 / min(quota - background, 1)``, where the background is what the rest of the
+    cgroup (the node's Ray daemons, sharing the device's quota as on a real device) used
+    in the same time. The ratio is 1 exactly when the cgroup got its quota."""
 
     device: str
     quota_cores: float
-    background_cores: float
     cpu_seconds: float
     wall_seconds: float
+    cgroup_cpu_seconds: float | None  # None: the host accounts no CPU per cgroup
 
     @property
     def slowdown(self) -> float:
         return self.wall_seconds / self.cpu_seconds
+
+    @property
+    def background_cores(self) -> float:
+        if self.cgroup_cpu_seconds is None:
+            return 0.0
+        return max(0.0, self.cgroup_cpu_seconds - self.cpu_seconds) / self.wall_seconds
 
     @property
     def configured(self) -> float:
@@ -122,45 +129,30 @@ def link_rate_ratios(record: Record, seconds: float = 1.5,
     return measured
 
 
-def background_cores(record: Record, cgroups: Cgroups, seconds: float) -> dict[str, float]:
-    """CPU each node uses while nothing runs on it (its Ray daemons), host cores; zero
-    where the host accounts no CPU per cgroup."""
-    def used() -> dict[str, float | None]:
-        return {n.device: cgroups.cpu_seconds(n.cgroup) for n in record.plan.nodes}
-
-    before, t0 = used(), time.perf_counter()
-    time.sleep(seconds)
-    after, elapsed = used(), time.perf_counter() - t0
-    return {d: max(0.0, (after[d] or 0.0) - (b or 0.0)) / elapsed for d, b in before.items()}
-
-
-def cpu_quota_ratios(record: Record, cgroups: Cgroups, wall_s: float = 2.0,
-                     idle_s: float = 2.0) -> list[CpuMeasure]:
+def cpu_quota_ratios(record: Record, cgroups: Cgroups, wall_s: float = 2.0) -> list[CpuMeasure]:
     """The CPU kernel in every device's cgroup (all devices at once: the quotas must hold
-    together), each running about ``wall_s`` seconds, after ``idle_s`` seconds that
-    measure each node's background use."""
-    background = background_cores(record, cgroups, idle_s)
+    together), each running about ``wall_s`` seconds."""
     env = node_env(record.token_path)
     procs = []
     for node in record.plan.nodes:
         cpu_s = min(node.quota_cores, 1.0) * wall_s
         procs.append(spawn_in(cgroups, node, [*_PROBES, "cpu", f"{cpu_s:.4f}"], env,
-                              subprocess.PIPE, text=True))
+                              subprocess.PIPE, netns=False, text=True))
     out = []
     for node, proc in zip(record.plan.nodes, procs, strict=True):
         stdout, _ = proc.communicate(timeout=wall_s * 20 + 60)
         if proc.returncode != 0:
             raise TestbedError(f"the CPU probe on {node.device} failed ({proc.returncode})")
         res = json.loads(stdout.splitlines()[-1])
-        out.append(CpuMeasure(node.device, node.quota_cores, background[node.device],
-                              res["cpu_seconds"], res["wall_seconds"]))
+        out.append(CpuMeasure(node.device, node.quota_cores, res["cpu_seconds"],
+                              res["wall_seconds"], res["cgroup_cpu_seconds"]))
     return out
 
 
 def testbed_figures(cluster_file: Path | str, name: str = "bench", *,
                     subnet: str = DEFAULT_SUBNET, state: Path | None = None,
                     host: HostFacts | None = None, link_seconds: float = 1.5,
-                    cpu_seconds: float = 2.0) -> dict[str, Any]:
+                    cpu_seconds: float = 4.0) -> dict[str, Any]:
     """Bring a testbed up, measure it, take it down: the bench's generic figures.
 
     Keys: ``nodes``, ``up_seconds``, ``time_dilation``, ``host_speed``,

@@ -62,12 +62,15 @@ def device_resources_of(node: NodePlan) -> dict[str, int]:
 
 
 def spawn_in(cgroups: Cgroups, node: NodePlan, argv: list[str], env: dict[str, str],
-             log: Path | int | None = None, **popen: object) -> subprocess.Popen[bytes]:
-    """Start ``argv`` inside ``node``'s cgroup and network namespace (it joins the cgroup
-    before it execs, so every process it starts is in there too)."""
+             log: Path | int | None = None, netns: bool = True,
+             **popen: object) -> subprocess.Popen[bytes]:
+    """Start ``argv`` inside ``node``'s cgroup and (unless not ``netns``) its network
+    namespace; it joins the cgroup before it execs, so every process it starts is in there
+    too. (``ip netns exec`` mounts a fresh /sys, so only outside it are cgroups visible.)"""
     joins = " ".join(f'echo $$ > {shlex.quote(str(f))} || exit 97;'
                      for f in cgroups.procs_files(node.cgroup))
-    script = f'{joins} exec ip netns exec {shlex.quote(node.netns)} "$@"'
+    enter = f"ip netns exec {shlex.quote(node.netns)} " if netns else ""
+    script = f'{joins} exec {enter}"$@"'
     out = log.open("ab") if isinstance(log, Path) else log
     try:
         proc: subprocess.Popen[bytes] = subprocess.Popen(  # type: ignore[call-overload]

@@ -19,12 +19,13 @@ from edgewise.errors import ConfigError, InfeasibleError
 from edgewise.runtime.ray_cluster import head_device
 
 __all__ = [
-    "CFS_PERIOD_US", "DEFAULT_SUBNET", "HostFacts", "NodePlan", "PeerRate", "TestbedPlan",
+    "DEFAULT_SUBNET", "HostFacts", "NodePlan", "PeerRate", "TestbedPlan", "cfs_period_us",
     "check_name", "plan_testbed",
 ]
 
 DEFAULT_SUBNET = "10.77.0.0/24"
-CFS_PERIOD_US = 50_000  # a 50 ms CFS period: quotas hold within a fraction of a second
+CFS_PERIOD_US = 50_000  # the shortest CFS period used: quotas hold within a fraction of a second
+MIN_QUOTA_PER_PERIOD_US = 20_000  # 4x the kernel's 5 ms bandwidth slice (see cfs_period_us)
 MIN_QUOTA_CORES = 0.02  # 1 ms per period, the kernel's smallest quota
 OBJECT_STORE_FRACTION = 0.3  # Ray's own default share of a node's memory
 OBJECT_STORE_MIN_MB = 80  # Ray refuses less than 75 MB
@@ -78,6 +79,7 @@ class NodePlan:
     num_cpus: int
     speed: float
     quota_cores: float
+    cfs_period_us: int
     memory_mb: int
     object_store_mb: int
     peers: tuple[PeerRate, ...]
@@ -115,6 +117,15 @@ class TestbedPlan:
         known = ", ".join(n.device for n in self.nodes)
         raise ConfigError(f"no device {device!r} in testbed {self.name!r} (devices: {known})",
                           field="device")
+
+
+def cfs_period_us(quota_cores: float) -> int:
+    """The CFS period for a quota: 50 ms, longer for small quotas so that a period's quota
+    is at least 20 ms. The kernel hands quota to each CPU in 5 ms slices, and a quota of a
+    few slices per period is delivered only in part (a Pi 4 at 0.1 cores got 91 % of it
+    with 50 ms periods on the 2-core host)."""
+    period = max(CFS_PERIOD_US, round(MIN_QUOTA_PER_PERIOD_US / quota_cores))
+    return min(1_000_000, period)
 
 
 def check_name(name: str) -> str:
@@ -178,6 +189,7 @@ def plan_testbed(cluster: Cluster, name: str, host: HostFacts,
     default_rate = cluster.default_link.bandwidth_mbps / dilation
     nodes = []
     for i, d in enumerate(cluster.devices):
+        quota = d.speed / (host.speed * dilation)
         peers = tuple(
             PeerRate(p.name, addresses[index[p.name]], link.bandwidth_mbps, link.latency_ms,
                      link.bandwidth_mbps / dilation)
@@ -187,7 +199,7 @@ def plan_testbed(cluster: Cluster, name: str, host: HostFacts,
             device=d.name, index=i, address=addresses[i], netns=f"ewtb.{name}.{i}",
             port=f"d{i}", cgroup=f"edgewise/{name}/{i}", temp_dir=f"/tmp/ewtb/{name}/{i}",
             head=d.name == head, num_cpus=d.cpu_cores, speed=d.speed,
-            quota_cores=d.speed / (host.speed * dilation), memory_mb=d.memory_mb,
+            quota_cores=quota, cfs_period_us=cfs_period_us(quota), memory_mb=d.memory_mb,
             object_store_mb=_object_store_mb(d.memory_mb), peers=peers,
             default_rate_mbit=default_rate,
             default_latency_ms=cluster.default_link.latency_ms))

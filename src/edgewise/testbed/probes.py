@@ -5,7 +5,8 @@ a TCP sender and receiver to measure goodput, and a CPU-bound kernel.
 connection and, at its end, prints ``{"bytes": B, "seconds": S}``: the bytes received
 after a warm-up and the time they took. ``send ADDRESS PORT SECONDS`` sends zeros for
 SECONDS. ``cpu SECONDS`` spins until it used SECONDS of CPU and prints
-``{"cpu_seconds": C, "wall_seconds": W}``. Nothing but JSON numbers crosses a pipe.
+``{"cpu_seconds": C, "wall_seconds": W, "cgroup_cpu_seconds": G}``, G being what its whole
+cgroup used meanwhile (null where it cannot tell). Nothing but JSON numbers crosses a pipe.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ import json
 import socket
 import sys
 import time
+from collections.abc import Callable
+from pathlib import Path
 
 __all__ = ["cpu_kernel", "receive", "send"]
 
@@ -55,14 +58,45 @@ def send(address: str, port: int, seconds: float) -> None:
             conn.sendall(payload)
 
 
-def cpu_kernel(cpu_seconds: float) -> dict[str, float]:
-    """Spin until this thread used ``cpu_seconds`` of CPU; the wall time it took."""
+def _mount(kind: str, controller: str | None) -> str | None:
+    with open("/proc/self/mounts") as mounts:
+        for line in mounts:
+            parts = line.split()
+            if parts[2] == kind and (controller is None or controller in parts[3].split(",")):
+                return parts[1]
+    return None
+
+
+def cgroup_cpu_reader() -> Callable[[], float] | None:
+    """A reader of the CPU seconds this process's cgroup used (v1 cpuacct or v2)."""
+    with open("/proc/self/cgroup") as own:
+        lines = [line.rstrip("\n").split(":", 2) for line in own]
+    for _, controllers, path in lines:
+        root = _mount("cgroup", "cpuacct") if "cpuacct" in controllers.split(",") else None
+        if root is not None:
+            usage = Path(f"{root}{path}/cpuacct.usage")
+            return lambda: int(usage.read_text()) / 1e9
+    for hid, _, path in lines:
+        root = _mount("cgroup2", None) if hid == "0" else None
+        stat = Path(f"{root}{path}/cpu.stat")
+        if root is not None and stat.exists():
+            return lambda: int(stat.read_text().split("usage_usec")[1].split()[0]) / 1e6
+    return None
+
+
+def cpu_kernel(cpu_seconds: float) -> dict[str, float | None]:
+    """Spin until this thread used ``cpu_seconds`` of CPU; the wall time it took and what
+    its cgroup used in that time."""
+    reader = cgroup_cpu_reader()
+    group0 = reader() if reader else 0.0
     cpu0, wall0 = time.thread_time(), time.perf_counter()
     x = 0
     while time.thread_time() - cpu0 < cpu_seconds:
         for i in range(2000):
             x += i * i
-    return {"cpu_seconds": time.thread_time() - cpu0, "wall_seconds": time.perf_counter() - wall0}
+    wall, cpu = time.perf_counter() - wall0, time.thread_time() - cpu0
+    return {"cpu_seconds": cpu, "wall_seconds": wall,
+            "cgroup_cpu_seconds": reader() - group0 if reader else None}
 
 
 def main(argv: list[str]) -> int:
