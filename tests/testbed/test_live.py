@@ -109,22 +109,30 @@ def _up_other(live: Live) -> subprocess.Popen[str]:
                             text=True)
 
 
-def test_interrupted_up_leaves_nothing_and_a_second_testbed_coexists(live: Live) -> None:
+def _half_up_other(live: Live, signum: int) -> subprocess.Popen[str]:
+    """``up`` of the other testbed, sent ``signum`` once it is half made (its head starts)."""
     proc = _up_other(live)
-    log = Path(f"/tmp/ewtb/{OTHER}/0/ray-start.log")  # the head is starting: half made
+    log = Path(f"/tmp/ewtb/{OTHER}/0/ray-start.log")
     deadline = time.monotonic() + 60
     while not log.exists() and time.monotonic() < deadline and proc.poll() is None:
         time.sleep(0.1)
-    proc.send_signal(signal.SIGINT)
-    output, _ = proc.communicate(timeout=120)
-    assert proc.returncode == 130 and "interrupted" in output, output
+    proc.send_signal(signum)
+    proc.communicate(timeout=120)
+    return proc
+
+
+def test_interrupted_up_leaves_nothing_and_a_second_testbed_coexists(live: Live) -> None:
     cgroups = live.tb.nodes.cgroups
+    proc = _half_up_other(live, signal.SIGINT)
+    assert proc.returncode == 130
     assert leftovers(OTHER, cgroups) == dict.fromkeys(
         ("namespaces", "veths", "cgroups", "processes"), 0)
     assert read_record(OTHER, live.state) is None
-    proc = _up_other(live)  # the next up succeeds, beside the live testbed
+    proc = _half_up_other(live, signal.SIGKILL)  # a crash: no clean-up at all
+    assert proc.returncode == -signal.SIGKILL and leftovers(OTHER, cgroups)["namespaces"] > 0
+    proc = _up_other(live)  # the next up cleans what the crash left, then succeeds
     output, _ = proc.communicate(timeout=300)
-    assert proc.returncode == 0, output
+    assert proc.returncode == 0 and "cleaned what a dead testbed" in output, output
     other = read_record(OTHER, live.state)
     assert other is not None and other.plan.nodes[0].address == "10.77.0.1"  # same subnet
     down = subprocess.run([EDGEWISE, "testbed", "down", OTHER], env=live.env(),

@@ -29,6 +29,7 @@ from edgewise.testbed.plan import (
     DEFAULT_SUBNET,
     HostFacts,
     TestbedPlan,
+    check_name,
     plan_testbed,
 )
 from edgewise.testbed.record import (
@@ -94,15 +95,22 @@ def _make(plan: TestbedPlan, cgroups: Cgroups, token: Path) -> str:
     return latency_in
 
 
-def _clean_dead(name: str, cgroups: Cgroups, state: Path | None, echo: Echo) -> None:
+def _refuse_live(name: str, cgroups: Cgroups, state: Path | None) -> Record | None:
+    """The record of testbed ``name`` (None: none, or unreadable); TestbedError if it is
+    live."""
     try:
         record = read_record(name, state)
     except TestbedError:
-        record = None
+        return None
     if record is not None and _alive(record, cgroups):
         raise TestbedError(
             f"testbed {name!r} is already up (head {record.plan.head_address}, "
             f"started by pid {record.owner_pid}); `edgewise testbed down {name}` first")
+    return record
+
+
+def _clean_dead(name: str, cgroups: Cgroups, state: Path | None, echo: Echo) -> None:
+    record = _refuse_live(name, cgroups, state)
     found = leftovers(name, cgroups)
     if record is not None or any(found.values()):
         removed = teardown(name, cgroups)
@@ -120,6 +128,8 @@ def up(cluster_file: Path, name: str, *, subnet: str = DEFAULT_SUBNET,
     require()
     cgroups = require_cgroups()
     cluster = load_cluster(cluster_file)
+    check_name(name)
+    _refuse_live(name, cgroups, state)  # early, before the host is measured
     plan = plan_testbed(cluster, name, host or host_facts(), subnet)
     with locked(name, state, wait_s=0):
         _clean_dead(name, cgroups, state, echo)
