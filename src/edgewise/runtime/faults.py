@@ -52,7 +52,9 @@ class FaultInjector:
     health monitor in its heartbeat replies, and the members on that device obey them.
 
     With ``nodes`` it also injects node-level faults: a whole device killed, frozen or cut
-    off by the kernel, which nothing in the cluster announces.
+    off by the kernel, which nothing in the cluster announces. A stall or cut given
+    ``seconds`` ends on a timer thread of this process: keep it running that long, or call
+    :meth:`clear`.
     """
 
     def __init__(self, nodes: NodeFaults | None = None) -> None:
