@@ -23,7 +23,7 @@ from edgewise.cluster.model import Cluster
 from edgewise.nn.data import digits_split
 from edgewise.runtime.engine import train
 from edgewise.runtime.plan import TrainConfig, equal_plan
-from edgewise.runtime.ray_cluster import connect, start_local
+from edgewise.runtime.ray_cluster import connect
 
 pytestmark = pytest.mark.ray
 RAY = str(Path(sys.executable).parent / "ray")
@@ -108,12 +108,3 @@ def test_emulation_starts_its_own_instance_beside_a_foreign_head(
         runtime.shutdown()
     assert head.poll() is None  # the foreign head still runs
 
-
-def test_start_local_ignores_ray_address(small_cluster: Cluster,
-                                         monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("RAY_ADDRESS", "127.0.0.1:1")  # nothing listens there
-    runtime = start_local(small_cluster)
-    try:
-        assert ray.get_runtime_context().gcs_address != "127.0.0.1:1"
-    finally:
-        runtime.shutdown()
