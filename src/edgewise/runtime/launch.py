@@ -74,8 +74,8 @@ def launch(runtime: RayRuntime, config: TrainConfig, plan: TrainPlan, job_id: st
         run.names[w] = name
         run.workers[w] = Worker.options(**runtime.actor_options(w, mem, name)).remote(  # type: ignore[attr-defined]
             name, w, config.model, config.seed, plan.batch_sizes[w], runtime.stretch[w],
-            cluster.device(w).memory_mb, ps, cluster.link(w, plan.ps_device),
-            cluster.link(w, plan.store_device), monitor, config.heartbeat_s,
+            cluster.device(w).memory_mb, ps, runtime.transport_link(w, plan.ps_device),
+            runtime.transport_link(w, plan.store_device), monitor, config.heartbeat_s,
             config.mode == "sync", config.compression)
     loads = {w: h.load_shard.remote(store, positions[w]) for w, h in run.workers.items()}
     try:
