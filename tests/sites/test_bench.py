@@ -40,5 +40,5 @@ def test_quick_bench_means_what_it_says(tmp_path: Path) -> None:
     assert json.loads(json.dumps(report))["default_scenario"]["n_sites"] == 12   # --json
     assert [f for _, f in seen] == sorted(f for _, f in seen) and seen[-1] == ("done", 1.0)
     plots = report["plots"]
-    assert len(plots) == 6 and all(Path(p).parent == tmp_path for p in plots)
+    assert len(plots) == 7 and all(Path(p).parent == tmp_path for p in plots)
     assert all(Path(p).stat().st_size > 1000 for p in plots)

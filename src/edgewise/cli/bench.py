@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import inspect
 import json
-from collections.abc import Callable
+import os
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -73,6 +76,24 @@ def emit(figures: Figures, as_json: bool, title: str) -> None:
     out.print(table)
 
 
+@contextmanager
+def _stdout_to_stderr(active: bool) -> Iterator[None]:
+    """While ``active``, everything written to file descriptor 1 (libraries print banners
+    from C, e.g. HiGHS) goes to stderr, so that ``--json`` prints only the one object."""
+    if not active:
+        yield
+        return
+    sys.stdout.flush()
+    saved = os.dup(1)
+    try:
+        os.dup2(2, 1)
+        yield
+    finally:
+        sys.stdout.flush()
+        os.dup2(saved, 1)
+        os.close(saved)
+
+
 def _with_bar(label: str, run: Callable[[Callable[[str, float], None]], Figures]) -> Figures:
     """Run one benchmark behind a transient progress bar on stderr."""
     with Progress(TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn(),
@@ -124,10 +145,11 @@ def command(spec: BenchSpec) -> Callable[..., None]:
         if spec.plots is not None:
             chosen = kwargs.get("plots") or state_dir() / "bench" / spec.name
             folder = writable_folder(chosen, "--plots")
-        figures = _with_bar(spec.name, lambda progress: run_bench(
-            spec, seed=kwargs["seed"], quick=kwargs.get("quick", False),
-            include_real=kwargs.get("real", True), plots_dir=folder,
-            options={k: kwargs[k] for k in own}, progress=progress))
+        with _stdout_to_stderr(kwargs["as_json"]):
+            figures = _with_bar(spec.name, lambda progress: run_bench(
+                spec, seed=kwargs["seed"], quick=kwargs.get("quick", False),
+                include_real=kwargs.get("real", True), plots_dir=folder,
+                options={k: kwargs[k] for k in own}, progress=progress))
         emit(figures, kwargs["as_json"], f"edgewise bench {spec.name}")
 
     run.__signature__ = inspect.Signature([*_shared(spec), *map(_own, spec.options)])  # type: ignore[attr-defined]
