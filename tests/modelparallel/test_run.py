@@ -19,7 +19,7 @@ from edgewise.modelparallel.network import random_network
 from edgewise.modelparallel.problem import (
     EdgeNetwork,
     EdgeNode,
-    Placement,
+    TaskPlacement,
     iteration_time_s,
     load_of,
 )
@@ -142,7 +142,7 @@ def test_run_placement_runs_one_stage_per_run_of_levels(runtime: RayRuntime) -> 
     with torch.no_grad():
         reference = float(F.cross_entropy(model(torch.from_numpy(x)), torch.from_numpy(y)))
 
-    run = run_placement(runtime, network, job, Placement((0, 0, 3, 3)), model, cuts,
+    run = run_placement(runtime, network, job, TaskPlacement((0, 0, 3, 3)), model, cuts,
                         digits_batches(BATCH, 3, seed=1), optimizer="adam", lr=LR)
 
     assert run.devices == ("n0", "n3") and len(run.compute_s) == 2
@@ -199,9 +199,9 @@ def test_levels_of_the_bench_model_and_their_stage_runs() -> None:
     # conv+relu | conv+relu+pool+flatten | dense+relu | dense: weight-free children join
     # the level before them (jobs.model_profile's rule)
     assert sequential_levels(bench_model()) == (0, 2, 6, 8, 9)
-    assert stage_runs(Placement((3, 3, 1, 3))) == ((0, 2), (2, 3), (3, 4))
-    assert stage_runs(Placement((2, 2, 2, 2))) == ((0, 4),)
-    assert stage_runs(Placement((0, 1, 2, 3))) == ((0, 1), (1, 2), (2, 3), (3, 4))
+    assert stage_runs(TaskPlacement((3, 3, 1, 3))) == ((0, 2), (2, 3), (3, 4))
+    assert stage_runs(TaskPlacement((2, 2, 2, 2))) == ((0, 4),)
+    assert stage_runs(TaskPlacement((0, 1, 2, 3))) == ((0, 1), (1, 2), (2, 3), (3, 4))
 
 
 def test_levels_on_one_node_predict_as_one_partition_there() -> None:
@@ -211,7 +211,7 @@ def test_levels_on_one_node_predict_as_one_partition_there() -> None:
     example, model = torch.zeros(1, 1, 8, 8), bench_model()
     levels = sequential_job(model, sequential_levels(model), example, 64, origin=1)
     merged = sequential_job(model, (0, 6, 9), example, 64, origin=1)
-    level_place, merged_place = Placement((1, 1, 3, 3)), Placement((1, 3))
+    level_place, merged_place = TaskPlacement((1, 1, 3, 3)), TaskPlacement((1, 3))
     for a, b in ((levels, level_place), (merged, merged_place)):
         assert len(stage_runs(b)) == 2 and len(a.partitions) == len(b.nodes)
     assert iteration_time_s(levels, level_place, network, load_of(
@@ -226,6 +226,6 @@ def test_run_placement_refuses_a_node_without_the_memory() -> None:
     runtime = RayRuntime(network_cluster(network), {}, emulated=True)  # Ray is never reached
 
     with pytest.raises(InfeasibleError, match="e1"):
-        run_placement(runtime, network, job, Placement((0, 1, 1)), bench_model(), CUTS, [])
+        run_placement(runtime, network, job, TaskPlacement((0, 1, 1)), bench_model(), CUTS, [])
     with pytest.raises(ConfigError, match="partitions"):
-        run_placement(runtime, network, job, Placement((0, 1)), bench_model(), CUTS, [])
+        run_placement(runtime, network, job, TaskPlacement((0, 1)), bench_model(), CUTS, [])

@@ -3,6 +3,8 @@ interference on fixed cases."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -12,17 +14,14 @@ from edgewise.modelparallel.problem import (
     EdgeNode,
     Job,
     Partition,
-    Placement,
+    TaskPlacement,
     load_of,
     overloaded,
     utilisation,
 )
-from edgewise.modelparallel.shield import (
-    centralized_shield,
-    decentralized_shield,
-    demand_weight,
-    sub_clusters,
-)
+from edgewise.modelparallel.shields.algorithm1 import demand_weight
+from edgewise.modelparallel.shields.centralized import centralized_shield
+from edgewise.modelparallel.shields.decentralized import decentralized_shield, sub_clusters
 
 ALPHA = 0.9
 
@@ -41,7 +40,7 @@ def job(origin: int, *cpus: float) -> Job:
                                                 for i, c in enumerate(cpus)))
 
 
-Case = tuple[EdgeNetwork, list[Job], list[Placement], np.ndarray]
+Case = tuple[EdgeNetwork, list[Job], list[TaskPlacement], np.ndarray]
 
 
 @st.composite
@@ -62,17 +61,18 @@ def cases(draw: st.DrawFn) -> Case:
                                 draw(st.floats(1.0, 500.0)), 0.0) for i in range(k))
         jobs.append(Job(f"j{o}", "m", o, parts))
         cands = net.candidates(o)
-        places.append(Placement(tuple(draw(st.sampled_from(cands)) for _ in range(k))))
+        places.append(TaskPlacement(tuple(draw(st.sampled_from(cands)) for _ in range(k))))
     base = np.array([[draw(st.floats(0.0, 0.5)) * c, 0.0] for c in cpus])
     return net, jobs, places, base
 
 
-def _over(net: EdgeNetwork, jobs: list[Job], places: tuple[Placement, ...] | list[Placement],
+def _over(net: EdgeNetwork, jobs: list[Job], places: Sequence[TaskPlacement],
           base: np.ndarray) -> np.ndarray:
     return overloaded(utilisation(net, base + load_of(net, jobs, places)), ALPHA)
 
 
-def _moved_to_neighbours(net: EdgeNetwork, proposed: Placement, shielded: Placement) -> None:
+def _moved_to_neighbours(net: EdgeNetwork, proposed: TaskPlacement,
+                         shielded: TaskPlacement) -> None:
     """§IV-C: a layer stays or moves to a nearby node of its proposed host d_j."""
     for a, b in zip(proposed.nodes, shielded.nodes, strict=True):
         assert b == a or b in net.neighbours(a)
@@ -117,26 +117,26 @@ def test_collision_of_two_agents_moves_one_layer_to_the_least_utilised_node() ->
     net = net_of([1.0, 1.0, 1.0, 1.0])
     base = np.array([[0.0, 0], [0.0, 0], [0.0, 0], [0.3, 0]])
     jobs = [job(0, 0.5), job(1, 0.45)]
-    res = centralized_shield(net, jobs, [Placement((2,)), Placement((2,))], base, ALPHA)
+    res = centralized_shield(net, jobs, [TaskPlacement((2,)), TaskPlacement((2,))], base, ALPHA)
     # ω ranks job 0's layer first; node 0 and 1 tie at utilisation 0, node 0 wins the tie.
     assert res.changed == ((0, 0),)
-    assert res.placements == (Placement((0,)), Placement((2,)))
+    assert res.placements == (TaskPlacement((0,)), TaskPlacement((2,)))
 
 
 def test_heaviest_layer_moves_first_so_one_change_suffices() -> None:
     net = net_of([1.0, 1.0, 0.5])
     jobs = [job(0, 0.2, 0.6), job(1, 0.25)]
-    proposed = [Placement((1, 1)), Placement((1,))]
+    proposed = [TaskPlacement((1, 1)), TaskPlacement((1,))]
     res = centralized_shield(net, jobs, proposed, np.zeros((3, 2)), ALPHA)
     assert res.changed == ((0, 1),)  # 0.6 leaves node 1 (now 0.45 ≤ 0.9); nothing else moves
-    assert res.placements[1] == Placement((1,)) and res.placements[0].nodes[0] == 1
+    assert res.placements[1] == TaskPlacement((1,)) and res.placements[0].nodes[0] == 1
 
 
 def test_no_safe_host_leaves_the_action_alone() -> None:
     net = net_of([0.5, 0.5])
     base = np.array([[0.4, 0.0], [0.4, 0.0]])
-    res = centralized_shield(net, [job(0, 0.3)], [Placement((1,))], base, ALPHA)
-    assert res.changed == () and res.placements == (Placement((1,)),)
+    res = centralized_shield(net, [job(0, 0.3)], [TaskPlacement((1,))], base, ALPHA)
+    assert res.changed == () and res.placements == (TaskPlacement((1,)),)
 
 
 def test_decentralized_delegate_catches_a_boundary_collision() -> None:
@@ -145,12 +145,11 @@ def test_decentralized_delegate_catches_a_boundary_collision() -> None:
     # Agents 1 and 2 sit in different sub-clusters; both pick node 1: each sub-shield alone
     # sees no overload, the delegate sees the boundary node 1 at 1.0 and moves one layer.
     jobs = [job(1, 0.5), job(2, 0.5)]
-    res = decentralized_shield(net, jobs, [Placement((1,)), Placement((1,))], np.zeros((4, 2)),
-                               ALPHA)
+    both_on_1 = [TaskPlacement((1,)), TaskPlacement((1,))]
+    res = decentralized_shield(net, jobs, both_on_1, np.zeros((4, 2)), ALPHA)
     assert len(res.changed) == 1
     assert not _over(net, jobs, res.placements, np.zeros((4, 2))).any()
-    cen = centralized_shield(net, jobs, [Placement((1,)), Placement((1,))], np.zeros((4, 2)),
-                             ALPHA)
+    cen = centralized_shield(net, jobs, both_on_1, np.zeros((4, 2)), ALPHA)
     assert len(cen.changed) == 1
 
 
@@ -160,8 +159,8 @@ def test_demand_weight_is_eq3() -> None:
 
 def test_shield_timing_measures_both_shields_on_the_same_actions() -> None:
     from edgewise.modelparallel.network import random_network
+    from edgewise.modelparallel.rounds import random_round
     from edgewise.modelparallel.shield_timing import random_proposals, shield_seconds
-    from edgewise.modelparallel.sim import random_round
 
     net = random_network(10, np.random.default_rng(0))
     rnd = random_round(net, "vgg-16", 100.0, np.random.default_rng(1))

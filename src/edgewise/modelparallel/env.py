@@ -6,22 +6,25 @@ import functools
 from typing import Any
 
 import numpy as np
-from gymnasium import spaces
 from numpy.typing import NDArray
-from pettingzoo import ParallelEnv
 
-from edgewise.errors import ConfigError
 from edgewise.modelparallel.agents import AVAIL_MAX, CPU_DEMAND_MAX, MEM_DEMAND_MAX_MB, level
 from edgewise.modelparallel.jobs import max_levels
 from edgewise.modelparallel.network import CLUSTER_SIZE
-from edgewise.modelparallel.problem import EdgeNetwork, Placement
+from edgewise.modelparallel.policies import shielded
+from edgewise.modelparallel.problem import EdgeNetwork, TaskPlacement
+from edgewise.modelparallel.rounds import KAPPA, outcome, random_round, rewards
 from edgewise.modelparallel.schedule import Decision, Round
-from edgewise.modelparallel.shield import centralized_shield, decentralized_shield
-from edgewise.modelparallel.sim import KAPPA, outcome, random_round, rewards
+from edgewise.modelparallel.shields import SHIELDS
 
-__all__ = ["SHIELDS", "SroleEnv"]
+try:  # the optional extra `edgewise[rl-env]`
+    from gymnasium import spaces
+    from pettingzoo import ParallelEnv
+except ModuleNotFoundError as missing:  # pragma: no cover (installed in the dev env)
+    raise ModuleNotFoundError(f"edgewise.modelparallel.env needs {missing.name}: pip install "
+                              "'edgewise[rl-env]'", name=missing.name) from missing
 
-SHIELDS = {"none": None, "centralized": centralized_shield, "decentralized": decentralized_shield}
+__all__ = ["SroleEnv"]
 
 
 class SroleEnv(ParallelEnv):  # type: ignore[misc]
@@ -46,11 +49,12 @@ class SroleEnv(ParallelEnv):  # type: ignore[misc]
     def __init__(self, network: EdgeNetwork, model: str = "vgg-16", workload_pct: float = 100.0,
                  shield: str = "none", kappa: float = KAPPA, max_rounds: int = 10,
                  n_partitions: int | None = None) -> None:
-        if shield not in SHIELDS:
-            raise ConfigError(f"unknown shield {shield!r}; known: {', '.join(SHIELDS)}",
-                              field="shield")
+        if shield != "none":
+            SHIELDS.get(shield)  # ConfigError naming the known shields
+
         self.network, self.model, self.workload_pct = network, model, workload_pct
-        self.shield, self.kappa, self.max_rounds = SHIELDS[shield], kappa, max_rounds
+        self.shield = None if shield == "none" else shield
+        self.kappa, self.max_rounds = kappa, max_rounds
         self.n_partitions = n_partitions
         self.n_slots = max_levels(n_partitions)
         self.possible_agents = [d.name for d in network.nodes]
@@ -113,12 +117,14 @@ class SroleEnv(ParallelEnv):  # type: ignore[misc]
             cands = self.network.candidates(job.origin)
             act = np.asarray(actions.get(self.possible_agents[job.origin],
                                          np.zeros(self.n_slots, dtype=np.int64)))
-            places.append(Placement(tuple(cands[int(act[i]) % len(cands)]
+            places.append(TaskPlacement(tuple(cands[int(act[i]) % len(cands)]
                                           for i in range(len(job.partitions)))))
-        dec = Decision(tuple(places), tuple(j.origin for j in rnd.jobs), (), 0, 0.0)
-        res, changed = outcome(rnd, dec, self.shield)
+        dec = shielded(Decision(tuple(places), tuple(j.origin for j in rnd.jobs), (), 0, 0.0),
+                       rnd, self.shield)
+        res = outcome(rnd, dec)
         reward = dict.fromkeys(self.agents, 0.0)
-        for job, r in zip(rnd.jobs, rewards(res, rnd, changed, self.kappa), strict=True):
+        for job, r in zip(rnd.jobs, rewards(res, rnd, set(dec.changed), self.kappa),
+                          strict=True):
             reward[self.possible_agents[job.origin]] += float(sum(r))
         info = {"collisions": res.collisions, "unsafe": res.unsafe, "corrected": res.corrected,
                 "jct_s": dict(zip((j.name for j in rnd.jobs), res.jct_s, strict=True))}

@@ -1,16 +1,14 @@
-"""The bench's figures (Figs. 4–8 of SROLE) as PNG files, drawn with matplotlib's Agg."""
+"""The bench's figures (Figs. 4–8 of SROLE) as PNG files (the kit's driver picks the
+backend)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
-import matplotlib
-
-matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
-__all__ = ["save_plots"]
+__all__ = ["plots"]
 
 METHODS = ("rl", "marl", "srole-c", "srole-d")
 
@@ -76,12 +74,14 @@ def _kappa(result: dict[str, Any], path: Path) -> Path:
     return path
 
 
-def save_plots(result: dict[str, Any], plots_dir: Path) -> list[Path]:
-    """Write jct.png, tasks.png, utilisation.png, overhead.png and collisions.png."""
-    plots_dir.mkdir(parents=True, exist_ok=True)
-    return [_jct(result, plots_dir / "jct.png"),
-            _bars(result, plots_dir / "tasks.png", "tasks_median", "tasks per device (median)"),
-            _bars(result, plots_dir / "utilisation.png", "cpu_util_median",
+def plots(figures: dict[str, Any], folder: Path) -> dict[str, Any]:
+    """Write jct.png, tasks.png, utilisation.png, overhead.png and collisions.png into
+    ``folder``; ``{"plots": [their paths]}``."""
+    folder.mkdir(parents=True, exist_ok=True)
+    made = [_jct(figures, folder / "jct.png"),
+            _bars(figures, folder / "tasks.png", "tasks_median", "tasks per device (median)"),
+            _bars(figures, folder / "utilisation.png", "cpu_util_median",
                   "CPU utilisation (median)"),
-            _overhead(result, plots_dir / "overhead.png"),
-            _kappa(result, plots_dir / "collisions.png")]
+            _overhead(figures, folder / "overhead.png"),
+            _kappa(figures, folder / "collisions.png")]
+    return {"plots": [str(p) for p in made]}

@@ -17,7 +17,7 @@ from numpy.typing import NDArray
 from edgewise.errors import ConfigError
 
 __all__ = ["ALPHA", "HOST_GFLOPS", "BackgroundTask", "EdgeNetwork", "EdgeNode", "Job",
-           "Partition", "Placement", "combined_utilisation", "iteration_time_s",
+           "Partition", "TaskPlacement", "combined_utilisation", "iteration_time_s",
            "job_completion_time_s", "load_of", "overloaded", "slowdown", "transfer_s",
            "utilisation"]
 
@@ -159,13 +159,13 @@ class BackgroundTask:
 
 
 @dataclass(frozen=True, slots=True)
-class Placement:
+class TaskPlacement:
     """Where each partition of one job runs: ``nodes[i]`` hosts partition i."""
 
     nodes: tuple[int, ...]
 
 
-def load_of(network: EdgeNetwork, jobs: Sequence[Job], placements: Sequence[Placement],
+def load_of(network: EdgeNetwork, jobs: Sequence[Job], placements: Sequence[TaskPlacement],
             background: Sequence[BackgroundTask] = ()) -> NDArray[np.float64]:
     """D_k(d_j) (Eq. 1): the (n, 2) total CPU and memory demand of the tasks on each node."""
     load = np.zeros((network.n, 2))
@@ -207,7 +207,7 @@ def transfer_s(network: EdgeNetwork, a: int, b: int, size_mb: float) -> float:
     return 0.0 if a == b else size_mb * 8.0 / float(network.bandwidth_mbps[a, b])
 
 
-def iteration_time_s(job: Job, placement: Placement, network: EdgeNetwork,
+def iteration_time_s(job: Job, placement: TaskPlacement, network: EdgeNetwork,
                      load: NDArray[np.float64], alpha: float = ALPHA) -> float:
     """One training iteration of ``job`` under ``placement`` (no pipelining, [8]):
     Σ_i gflop_i / (host_gflops · C_cpu(host_i)) · slowdown(host_i)  (forward + backward)
@@ -223,7 +223,7 @@ def iteration_time_s(job: Job, placement: Placement, network: EdgeNetwork,
     return total
 
 
-def job_completion_time_s(job: Job, placement: Placement, network: EdgeNetwork,
+def job_completion_time_s(job: Job, placement: TaskPlacement, network: EdgeNetwork,
                           load: NDArray[np.float64], alpha: float = ALPHA) -> float:
     """JCT O (§V-C): ``n_iterations`` iterations at the current load."""
     return job.n_iterations * iteration_time_s(job, placement, network, load, alpha)

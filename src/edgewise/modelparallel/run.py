@@ -19,7 +19,8 @@ from torch import nn
 
 from edgewise.cluster.model import Cluster, Device, Link
 from edgewise.errors import ConfigError, InfeasibleError
-from edgewise.modelparallel.problem import EdgeNetwork, Job, Placement
+from edgewise.modelparallel.problem import EdgeNetwork, Job, TaskPlacement
+from edgewise.modelparallel.schedule import Plan, Round
 from edgewise.nn.models import OPTIMIZERS
 from edgewise.nn.split import split_sequential
 from edgewise.runtime.emulation import EmulationConfig
@@ -28,7 +29,7 @@ from edgewise.runtime.ray_cluster import RayRuntime
 from edgewise.wire.activation import ActivationCodec, decode_activation, encode_activation
 from edgewise.wire.state import decode_state_dict, stage_payload
 
-__all__ = ["MPRun", "ModelParallelTrainer", "network_cluster", "network_emulation",
+__all__ = ["MPRun", "ModelParallelTrainer", "execute", "network_cluster", "network_emulation",
            "run_placement", "stage_runs", "train_model_parallel"]
 
 Batch = tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]
@@ -240,7 +241,7 @@ def network_emulation(network: EdgeNetwork, host_cores: int | None = None) -> Em
     return EmulationConfig(host_speed=speed, host_cores=host_cores)
 
 
-def stage_runs(placement: Placement) -> tuple[tuple[int, int], ...]:
+def stage_runs(placement: TaskPlacement) -> tuple[tuple[int, int], ...]:
     """The maximal runs of consecutive partitions placed on one node, as half-open index
     ranges ``(first, end)``: one stage actor each. Nothing crosses a link inside a run, so
     the environment's ``iteration_time_s`` of the placement is that of the runs."""
@@ -253,7 +254,7 @@ def stage_runs(placement: Placement) -> tuple[tuple[int, int], ...]:
     return tuple(runs)
 
 
-def run_placement(runtime: RayRuntime, network: EdgeNetwork, job: Job, placement: Placement,
+def run_placement(runtime: RayRuntime, network: EdgeNetwork, job: Job, placement: TaskPlacement,
                   model: nn.Module, cuts: Sequence[int], batches: Iterable[Batch],
                   **options: Any) -> MPRun:
     """Train ``model`` split at ``cuts`` (one part per ``job.partitions``, e.g. per model
@@ -285,3 +286,25 @@ def run_placement(runtime: RayRuntime, network: EdgeNetwork, job: Job, placement
     return train_model_parallel(runtime, model, [cuts[a] for a, _ in runs] + [cuts[-1]],
                                 devices, batches, memory_mb=[sum(memory[a:b]) for a, b in runs],
                                 origin=network.nodes[job.origin].name, **options)
+
+
+def execute(runtime: RayRuntime, problem: Round, plan: Plan, /, *, model: nn.Module,
+            cuts: Sequence[int], batches: Iterable[Batch], **options: Any) -> tuple[MPRun, ...]:
+    """The executor of the anatomy: carry out ``plan`` (a policy's placement of every job of
+    the round ``problem``) as real model-parallel training, one job after the other, each
+    job ``model`` split at ``cuts`` (one part per job partition) and trained on ``batches``
+    (:func:`run_placement`; ``options`` are the trainer's). ``runtime`` must hold
+    ``network_cluster(problem.network)``.
+
+    Raises
+    ------
+    ConfigError
+        The plan does not have one placement per job.
+    """
+    if len(plan) != len(problem.jobs):
+        raise ConfigError(f"{len(problem.jobs)} jobs need {len(problem.jobs)} placements, got "
+                          f"{len(plan)}", field="plan")
+    kept = list(batches)
+    return tuple(run_placement(runtime, problem.network, job, placement, model, cuts, kept,
+                               **options)
+                 for job, placement in zip(problem.jobs, plan, strict=True))

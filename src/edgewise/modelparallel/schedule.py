@@ -16,11 +16,15 @@ from edgewise.modelparallel.problem import (
     BackgroundTask,
     EdgeNetwork,
     Job,
-    Placement,
+    TaskPlacement,
     load_of,
 )
+from edgewise.modelparallel.shields import Layer
 
-__all__ = ["Decision", "Round", "cluster_head", "decide_central", "decide_marl"]
+__all__ = ["Decision", "Plan", "Round", "cluster_head", "decide_central", "decide_marl"]
+
+Plan = tuple[TaskPlacement, ...]
+"""A plan of one round: every job's task placement, in the order of the round's jobs."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,15 +42,26 @@ class Round:
 
 @dataclass(frozen=True, slots=True)
 class Decision:
-    """The joint action: per job its proposed placement, the deciding agent (node index),
-    the decisions' trace for learning; ``ops`` the Q-value look-ups of the busiest decider
-    (deciders run in parallel) and ``seconds`` its measured wall time."""
+    """The joint action of one round: per job its ``proposed`` placement (the agents'
+    actions), the deciding agent (node index) and the decisions' trace for learning; ``ops``
+    the Q-value look-ups of the busiest decider (deciders run in parallel) and ``seconds``
+    its measured wall time. ``executed`` is what runs: the proposal, or the shield's safe
+    joint action, with the layers it ``changed``, its critical-path checks (``shield_ops``)
+    and wall seconds (``shield_seconds``)."""
 
-    placements: tuple[Placement, ...]
+    proposed: tuple[TaskPlacement, ...]
     deciders: tuple[int, ...]
     steps: tuple[tuple[Step, ...], ...]
     ops: int
     seconds: float
+    executed: tuple[TaskPlacement, ...] = ()
+    changed: tuple[Layer, ...] = ()
+    shield_ops: int = 0
+    shield_seconds: float = 0.0
+
+    def __post_init__(self) -> None:
+        if not self.executed:
+            object.__setattr__(self, "executed", self.proposed)
 
 
 def cluster_head(network: EdgeNetwork, cluster: int) -> int:
@@ -56,7 +71,7 @@ def cluster_head(network: EdgeNetwork, cluster: int) -> int:
 
 def _place(job: Job, cands: Sequence[int], agent: QAgent, rnd: Round,
            view: NDArray[np.float64], rng: np.random.Generator,
-           explore: bool) -> tuple[Placement, tuple[Step, ...]]:
+           explore: bool) -> tuple[TaskPlacement, tuple[Step, ...]]:
     """Place the job's partitions in order, updating ``view`` with each choice (§IV-B)."""
     hosts: list[int] = []
     steps = []
@@ -68,7 +83,7 @@ def _place(job: Job, cands: Sequence[int], agent: QAgent, rnd: Round,
         hosts.append(cands[slot])
         view[cands[slot]] += (part.cpu, part.memory_mb)
         prev = slot
-    return Placement(tuple(hosts)), tuple(steps)
+    return TaskPlacement(tuple(hosts)), tuple(steps)
 
 
 def decide_marl(rnd: Round, agents: Sequence[QAgent], rng: np.random.Generator,
@@ -76,7 +91,7 @@ def decide_marl(rnd: Round, agents: Sequence[QAgent], rng: np.random.Generator,
     """MARL: every job's origin node decides alone among itself and its neighbours, seeing
     the observed load plus only its own earlier choices."""
     base = rnd.base_load()
-    places: list[Placement] = []
+    places: list[TaskPlacement] = []
     steps: list[tuple[Step, ...]] = []
     ops: dict[int, int] = {}
     secs: dict[int, float] = {}
@@ -98,7 +113,7 @@ def decide_central(rnd: Round, agents: Sequence[QAgent], rng: np.random.Generato
     other, seeing every node of the cluster and every earlier choice."""
     net = rnd.network
     view = rnd.base_load()
-    places: list[Placement] = []
+    places: list[TaskPlacement] = []
     steps: list[tuple[Step, ...]] = []
     deciders: list[int] = []
     ops: dict[int, int] = {}

@@ -1,135 +1,118 @@
-"""Scores a method round by round (§IV-B/C): decide, shield, run, reward, learn; offline
+"""Simulates a method round by round (§IV-B/C): decide, shield, run, reward, learn; offline
 pre-training on random networks, then online learning on the evaluated one. Deterministic
-from its seed (wall-clock seconds are reported beside, never used)."""
+from its seed; wall-clock seconds are kept apart in the outcome's ``timings``."""
 
 from __future__ import annotations
 
-import math
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 
 import numpy as np
-from numpy.typing import NDArray
 
+from edgewise.anatomy import OnlinePolicy
 from edgewise.modelparallel.agents import QAgent
-from edgewise.modelparallel.jobs import background_tasks, cluster_jobs
+from edgewise.modelparallel.models import srole_models
 from edgewise.modelparallel.network import pretraining_network
-from edgewise.modelparallel.policies import Method, Shield
-from edgewise.modelparallel.problem import (
-    EdgeNetwork,
-    Placement,
-    job_completion_time_s,
-    load_of,
-    overloaded,
-    utilisation,
-)
+from edgewise.modelparallel.policies import Method, PlanPolicy, PlanStep, get_method
+from edgewise.modelparallel.problem import ALPHA, EdgeNetwork
+from edgewise.modelparallel.rounds import KAPPA, RoundResult, outcome, random_round
 from edgewise.modelparallel.schedule import Decision, Round
 
-__all__ = ["GAMMA", "KAPPA", "RHO", "RoundResult", "count_collisions", "outcome", "play_round",
-           "pretrain", "random_round", "rewards"]
+__all__ = ["SimOutcome", "SroleProblem", "play_round", "pretrain", "simulate"]
 
-Layer = tuple[int, int]
-
-RHO, GAMMA, KAPPA = 1.0, 50.0, 100.0  # §V-A (κ = −100 is the penalty; we keep its size)
+Seed = int | Sequence[int]
+Online = OnlinePolicy[Round, Decision]
 
 
 @dataclass(frozen=True, slots=True)
-class RoundResult:
-    """What one round did: proposed and executed placements, per job its JCT (s) and
-    whether memory was violated, the collisions and unsafe nodes of the proposal, the
-    collisions left in the executed joint action, the nodes still overloaded after it, the
-    shield's corrections, the decision and shield work
-    (ops, deterministic) and wall seconds, and per node utilisation and task count."""
+class SroleProblem:
+    """SROLE's problem on one network (§V-A): ``rounds`` scheduling rounds, each with
+    ``jobs_per_cluster`` jobs of ``model`` at random nodes of every cluster (one task per
+    model level, or ``n_partitions`` groups of levels) over the PageRank background of
+    ``workload_pct``; overload above ``alpha``; agents rewarded −``kappa`` per layer a
+    shield moves. Learning methods are first pre-trained for ``pretrain_rounds`` rounds on
+    fresh random networks of §V-A's "RL Training" ranges, on ``pretrain_models``."""
 
-    proposed: tuple[Placement, ...]
-    executed: tuple[Placement, ...]
-    jct_s: tuple[float, ...]
-    memory_violated: tuple[bool, ...]
-    collisions: int
-    unsafe: int
-    collisions_after: int
-    overloaded_after: int
-    corrected: int
-    decision_ops: int
-    shield_ops: int
-    decision_s: float
-    shield_s: float
-    utilisation: NDArray[np.float64]
-    tasks: tuple[int, ...]
+    network: EdgeNetwork
+    model: str = "vgg-16"
+    workload_pct: float = 100.0
+    rounds: int = 60
+    n_partitions: int | None = None
+    kappa: float = KAPPA
+    alpha: float = ALPHA
+    pretrain_rounds: int = 1500
+    pretrain_models: tuple[str, ...] = field(default_factory=lambda: tuple(srole_models()))
 
 
-def random_round(network: EdgeNetwork, model: str, workload_pct: float,
-                 rng: np.random.Generator, n_partitions: int | None = None) -> Round:
-    """A round of §V-A: 3 jobs of ``model`` per cluster at random origins (one partition per
-    model level, or ``n_partitions`` groups of levels), and the PageRank background of
-    ``workload_pct`` on random nodes."""
-    return Round(network, cluster_jobs(network, model, rng, n_partitions=n_partitions),
-                 background_tasks(network, workload_pct, rng))
+@dataclass(frozen=True, slots=True)
+class SimOutcome:
+    """Every round's result, in order, and the wall-clock ``timings``: the mean seconds per
+    round of the busiest decider (``decision_seconds``) and of the slowest shield
+    (``shield_seconds``)."""
+
+    rounds: tuple[RoundResult, ...]
+    timings: Mapping[str, float]
+
+    def jct_s(self) -> list[float]:
+        """Every job's JCT, round by round."""
+        return [t for r in self.rounds for t in r.jct_s]
 
 
-def count_collisions(rnd: Round, placements: Sequence[Placement]) -> tuple[int, int]:
-    """(collisions, unsafe): overloaded nodes hosting layers of ≥ 2 jobs (action collisions,
-    §I), and overloaded nodes hosting any layer (unsafe actions)."""
-    u = utilisation(rnd.network, rnd.base_load() + load_of(rnd.network, rnd.jobs, placements))
-    over = overloaded(u, rnd.alpha)
-    jobs_on: dict[int, set[int]] = {}
-    for j, p in enumerate(placements):
-        for h in p.nodes:
-            jobs_on.setdefault(h, set()).add(j)
-    unsafe = [h for h in jobs_on if over[h]]
-    return sum(len(jobs_on[h]) >= 2 for h in unsafe), len(unsafe)
+def _seeds(seed: Seed) -> list[int]:
+    return [seed] if isinstance(seed, int) else list(seed)
 
 
-def outcome(rnd: Round, dec: Decision, shield: Shield | None) -> tuple[RoundResult, set[Layer]]:
-    """Shield the joint action (§IV-C/D) if there is a shield, run every job at the joint
-    load and measure; also returns the layers the shield moved."""
-    net, base = rnd.network, rnd.base_load()
-    collisions, unsafe = count_collisions(rnd, dec.placements)
-    executed, s_ops, s_secs = dec.placements, 0, 0.0
-    changed: tuple[Layer, ...] = ()
-    if shield is not None:
-        sh = shield(net, rnd.jobs, dec.placements, base, rnd.alpha)
-        executed, changed, s_ops, s_secs = sh.placements, sh.changed, sh.ops, sh.seconds
-    load = base + load_of(net, rnd.jobs, executed)
-    u = utilisation(net, load)
-    tasks = np.zeros(net.n, dtype=int)
-    for t in rnd.background:
-        tasks[t.node] += 1
-    for p in executed:
-        np.add.at(tasks, list(p.nodes), 1)
-    res = RoundResult(
-        dec.placements, executed,
-        tuple(job_completion_time_s(j, p, net, load, rnd.alpha)
-              for j, p in zip(rnd.jobs, executed, strict=True)),
-        tuple(bool(np.any(u[list(p.nodes), 1] > 1.0)) for p in executed),
-        collisions, unsafe, count_collisions(rnd, executed)[0],
-        int(np.sum(overloaded(u, rnd.alpha) & (tasks > 0))),
-        len(changed), dec.ops, s_ops, dec.seconds, s_secs, u, tuple(int(t) for t in tasks))
-    return res, set(changed)
+def _online(problem: SroleProblem, policy: str | Method | PlanPolicy | Online,
+            rng: np.random.Generator, agent: QAgent | None, seeds: list[int]) -> Online:
+    if isinstance(policy, str):
+        policy = get_method(policy)
+    if isinstance(policy, Method):
+        if not policy.learns:
+            return policy.policy([], rng, learning=False)
+        base = agent if agent is not None else pretrain(policy, problem.pretrain_models,
+                                 np.random.default_rng([*seeds, 100]),
+                                 problem.pretrain_rounds, kappa=problem.kappa,
+                                 n_partitions=problem.n_partitions)
+        agents = [base.copy() for _ in range(problem.network.n)]
+        return policy.policy(agents, rng, kappa=problem.kappa)
+    if isinstance(policy, OnlinePolicy):
+        return policy
+    return PlanStep(policy, rng)
 
 
-def rewards(res: RoundResult, rnd: Round, changed: set[Layer],
-            kappa: float = KAPPA) -> list[list[float]]:
-    """§IV-C: −κ for each decision the shield replaced; at a job's last decision −γ if its
-    memory is violated, else ρ/√O with O its JCT."""
-    out = []
-    for j, job in enumerate(rnd.jobs):
-        r = [-kappa if (j, i) in changed else 0.0 for i in range(len(job.partitions))]
-        r[-1] += -GAMMA if res.memory_violated[j] else RHO / math.sqrt(res.jct_s[j])
-        out.append(r)
-    return out
+def simulate(problem: SroleProblem, policy: str | Method | PlanPolicy | Online, *,
+             seed: Seed = 0, agent: QAgent | None = None) -> SimOutcome:
+    """Play ``problem.rounds`` rounds (drawn from ``[*seed, 1]``) with ``policy``: a method
+    by name or as a :class:`Method` (its agents pre-trained from ``[*seed, 100]``, or copies
+    of ``agent``, then greedy with online learning, §IV-B), a pure policy
+    ``(round, rng) -> plan`` (e.g. ``policies.trained``) or an online policy. Actions draw
+    from ``[*seed, 2]``. Same seed, same results (``timings`` aside)."""
+    seeds = _seeds(seed)
+    gen = np.random.default_rng([*seeds, 1])
+    rnds = [random_round(problem.network, problem.model, problem.workload_pct, gen,
+                         problem.n_partitions, problem.alpha) for _ in range(problem.rounds)]
+    online = _online(problem, policy, np.random.default_rng([*seeds, 2]), agent, seeds)
+    results, decide_s, shield_s = [], 0.0, 0.0
+    for rnd in rnds:
+        dec = online.step(rnd)
+        result = outcome(rnd, dec)
+        online.learn(result)
+        results.append(result)
+        decide_s, shield_s = decide_s + dec.seconds, shield_s + dec.shield_seconds
+    n = max(1, len(results))
+    return SimOutcome(tuple(results), {"decision_seconds": decide_s / n,
+                                       "shield_seconds": shield_s / n})
 
 
 def play_round(method: Method, rnd: Round, agents: Sequence[QAgent], rng: np.random.Generator,
                *, explore: bool = True, learn: bool = True,
                kappa: float = KAPPA) -> RoundResult:
-    """Decide (§IV-B), shield (§IV-C/D), run every job at the joint load, reward and learn."""
-    dec = method.decide(rnd, agents, rng, explore)
-    res, changed = outcome(rnd, dec, method.shield)
-    if learn:
-        for j, r in enumerate(rewards(res, rnd, changed, kappa)):
-            agents[dec.deciders[j]].learn(dec.steps[j], r)
-    return res
+    """One round of ``method``'s agents: decide (§IV-B), shield (§IV-C/D), run every job at
+    the joint load, reward and learn."""
+    online = method.policy(agents, rng, explore=explore, learning=learn, kappa=kappa)
+    result = outcome(rnd, online.step(rnd))
+    online.learn(result)
+    return result
 
 
 def pretrain(method: Method, models: Sequence[str], rng: np.random.Generator,
@@ -138,7 +121,7 @@ def pretrain(method: Method, models: Sequence[str], rng: np.random.Generator,
     """Offline pre-training (§IV-B: "The RL is initially pre-trained and distributed to each
     edge node"): one shared Q-table learns from every agent's decisions, exploring, on a fresh
     `pretraining_network` (§V-A's "RL Training" ranges, 2–10 nodes) each round; it is then
-    copied to every node. Jobs as in :func:`random_round` (``n_partitions``)."""
+    copied to every node. Jobs as in :func:`rounds.random_round` (``n_partitions``)."""
     shared = QAgent()
     for k in range(rounds):
         net = pretraining_network(rng)
