@@ -22,7 +22,7 @@ def test_env_passes_the_parallel_api_test() -> None:
     parallel_api_test(env, num_cycles=12)
     # one action per model level of the largest model (VGG-16: 16), whatever the env's model
     assert env.action_space(env.possible_agents[0]).shape == (16,)
-    assert env.observation_space(env.possible_agents[0]).shape == (1 + 2 * 16 + 2 * 5,)
+    assert env.observation_space(env.possible_agents[0]).shape == (1 + 2 * 16 + 3 * 5,)
 
 
 def test_env_same_seed_same_numbers_and_shield_penalises() -> None:

@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
 
 from edgewise.errors import ConfigError
-from edgewise.modelparallel.agents import QAgent, Step, load_agents, save_agents
+from edgewise.modelparallel.agents import QAgent
 from edgewise.modelparallel.network import random_network
 from edgewise.modelparallel.policies import get_method, trained
 from edgewise.modelparallel.rounds import random_round
-from edgewise.modelparallel.sim import SroleProblem, play_round, pretrain, simulate
+from edgewise.modelparallel.sim import SroleProblem, simulate
+from edgewise.modelparallel.training import play_round, pretrain
 
 
 @pytest.mark.parametrize("name", ["rl", "marl", "srole-c", "srole-d"])
@@ -45,18 +44,6 @@ def test_shielded_methods_leave_fewer_overloaded_nodes() -> None:
             assert sum(over) < sum(unsafe)
 
 
-def test_agents_round_trip_through_json(tmp_path: Path) -> None:
-    a = QAgent(lr=0.5, epsilon=0.0)
-    a.learn([Step("s0", 1, 3), Step("s1", 0, 3)], [0.0, 2.0])
-    assert a.q["s1"] == [1.0, 0.0, 0.0] and a.q["s0"] == [0.0, 0.5, 0.0]
-    save_agents(tmp_path / "q.json", "srole-c", [a, QAgent()])
-    method, back = load_agents(tmp_path / "q.json")
-    assert method == "srole-c" and back[0].q == a.q and back[1].q == {}
-    (tmp_path / "bad.json").write_text("{\"format\": \"other\"}")
-    with pytest.raises(ConfigError, match="format"):
-        load_agents(tmp_path / "bad.json")
-
-
 def test_unknown_method_lists_the_known_ones() -> None:
     with pytest.raises(ConfigError, match="srole-c"):
         get_method("magic")
@@ -73,7 +60,7 @@ def test_simulate_is_deterministic_and_keeps_wall_clock_apart() -> None:
     assert [r.executed for r in a.rounds] == [r.executed for r in b.rounds]
     assert set(a.timings) == {"decision_seconds", "shield_seconds"}
     assert all(v >= 0 for v in a.timings.values())
-    assert len(a.rounds) == 4 and len(a.jct_s()) == 4 * 3  # 3 jobs per cluster, §V-A
+    assert len(a.jobs) == 4 * 3  # 3 jobs per cluster, §V-A
 
 
 def test_a_method_by_name_by_object_and_as_trained_policy_agree() -> None:

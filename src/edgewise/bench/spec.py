@@ -21,9 +21,9 @@ class BenchOption:
     """A benchmark's own command-line option (``--name``), beside the kit's shared ones."""
 
     name: str
-    default: int | float | str | None
+    default: int | float | str | bool | None
     help: str
-    kind: Literal["int", "float", "str", "path"] = "int"
+    kind: Literal["int", "float", "str", "path", "bool"] = "int"
     minimum: float | None = None
     maximum: float | None = None
 

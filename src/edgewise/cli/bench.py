@@ -53,7 +53,7 @@ class _LazyBenches(typer.core.TyperGroup):
 app = typer.Typer(cls=_LazyBenches, no_args_is_help=True,
                   help="Benchmarks; each prints a table, or one JSON object with --json.")
 
-_TYPES: dict[str, type] = {"int": int, "float": float, "str": str, "path": Path}
+_TYPES: dict[str, type] = {"int": int, "float": float, "str": str, "path": Path, "bool": bool}
 
 
 def emit(figures: Figures, as_json: bool, title: str) -> None:
@@ -79,8 +79,9 @@ def _with_bar(label: str, run: Callable[[Callable[[str, float], None]], Figures]
 
 def _own(option: BenchOption) -> inspect.Parameter:
     flag = "--" + option.name.replace("_", "-")
-    default = typer.Option(option.default, flag, help=option.help, min=option.minimum,
-                           max=option.maximum)
+    default = (typer.Option(option.default, flag, help=option.help) if option.kind == "bool"
+               else typer.Option(option.default, flag, help=option.help, min=option.minimum,
+                                 max=option.maximum))
     kind = _TYPES[option.kind]
     annotation = kind if option.default is not None else kind | None
     return inspect.Parameter(option.name, inspect.Parameter.KEYWORD_ONLY, default=default,

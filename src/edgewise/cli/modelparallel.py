@@ -13,21 +13,24 @@ from rich.table import Table
 
 from edgewise.cli.common import err, out, state_dir, user_errors
 from edgewise.errors import ConfigError
-from edgewise.modelparallel.agents import QAgent, load_agents, save_agents
+from edgewise.modelparallel.agentfile import load_agents, save_agents
+from edgewise.modelparallel.agents import QAgent
 from edgewise.modelparallel.benchfigs import METHOD_NAMES
 from edgewise.modelparallel.jobs import check_model
 from edgewise.modelparallel.models import srole_models
 from edgewise.modelparallel.network import random_network
 from edgewise.modelparallel.policies import get_method
 from edgewise.modelparallel.rounds import KAPPA, RoundResult, random_round
-from edgewise.modelparallel.sim import SroleProblem, play_round, pretrain, simulate
+from edgewise.modelparallel.sim import SimOutcome, SroleProblem, simulate
+from edgewise.modelparallel.training import play_round, pretrain
 
 __all__ = ["app", "demo_part", "method_means", "placement_table", "results_table"]
 
 app = typer.Typer(help="Model-parallel training placement on edge clusters (SROLE): "
                        "per-node RL agents with shields.", no_args_is_help=True)
 
-MethodOpt = typer.Option("srole-c", "--method", "-m", help="rl, marl, srole-c or srole-d")
+MethodOpt = typer.Option("srole-c", "--method", "-m",
+                         help="rl, marl (CQ-learning), iql, srole-c or srole-d")
 ModelOpt = typer.Option("vgg-16", help="vgg-16, googlenet or rnn")
 SeedOpt = typer.Option(0, help="random seed (same seed, same numbers)")
 EdgesOpt = typer.Option(10, min=5, max=100, help="edge nodes (a multiple of 5)")
@@ -86,13 +89,15 @@ def train_command(
 
 
 def placement_table(res: RoundResult, jobs: list[str], method: str) -> Table:
-    """One row per job: its partitions' proposed and executed hosts and its JCT."""
+    """One row per job: its partitions' proposed and executed hosts and its JCT (or why it
+    did not run)."""
     table = Table(title=f"{method} placement")
     for col in ("job", "proposed hosts", "executed hosts", "JCT (s)"):
         table.add_column(col)
-    for name, p, e, t in zip(jobs, res.proposed, res.executed, res.jct_s, strict=True):
+    for name, p, e, t, f in zip(jobs, res.proposed, res.executed, res.jct_s, res.failed,
+                                strict=True):
         table.add_row(name, " ".join(map(str, p.nodes)), " ".join(map(str, e.nodes)),
-                      f"{t:.1f}")
+                      f"{t:.1f}" if f is None else f"not run ({f})")
     return table
 
 
@@ -114,9 +119,9 @@ def place_command(method: str = MethodOpt, model: str = ModelOpt, edges: int = E
         print(json.dumps({
             "method": method,
             "jobs": [{"job": j.name, "origin": j.origin, "proposed": list(p.nodes),
-                      "executed": list(e.nodes), "jct_s": t}
-                     for j, p, e, t in zip(rnd.jobs, res.proposed, res.executed, res.jct_s,
-                                           strict=True)],
+                      "executed": list(e.nodes), "jct_s": None if f else t, "failed": f}
+                     for j, p, e, t, f in zip(rnd.jobs, res.proposed, res.executed, res.jct_s,
+                                              res.failed, strict=True)],
             "collisions_proposed": res.collisions, "collisions_after": res.collisions_after,
             "corrected": res.corrected}))
         return
@@ -127,34 +132,40 @@ def place_command(method: str = MethodOpt, model: str = ModelOpt, edges: int = E
 
 _COLUMNS = {"jct_s": "JCT s", "collisions": "coll. prop.", "collisions_after": "coll. exec.",
             "overloaded_after": "overloaded", "decision_ops": "decide ops",
-            "shield_ops": "shield ops"}
+            "shield_ops": "shield ops", "failed_runs": "failed", "deferred": "deferred"}
 
 
-def method_means(res: list[RoundResult]) -> dict[str, float]:
-    """A method's means per round: JCT over every job, collisions, work."""
-    means = {"jct_s": float(np.mean([x for r in res for x in r.jct_s]))}
-    return means | {a: float(np.mean([getattr(r, a) for r in res])) for a in list(_COLUMNS)[1:]}
+def method_means(out: SimOutcome) -> dict[str, float]:
+    """A method's figures: mean JCT of the jobs that ran (waits for re-placement
+    included), means per round of collisions and work, and counts of failed (invalid) and
+    deferred runs."""
+    res = out.rounds
+    means = {"jct_s": float(np.mean(out.jct_s())) if out.jct_s() else float("nan")}
+    means |= {a: float(np.mean([getattr(r, a) for r in res])) for a in list(_COLUMNS)[1:6]}
+    failed = sum(out.failures(k) for k in ("memory", "cpu", "bandwidth"))
+    return means | {"failed_runs": float(failed), "deferred": float(out.failures("deferred"))}
 
 
-def results_table(rows: dict[str, list[RoundResult]]) -> Table:
-    """Per method: mean JCT, collisions, overloaded nodes, decision and shield work."""
+def results_table(rows: dict[str, SimOutcome]) -> Table:
+    """Per method: mean JCT, collisions, overloaded nodes, decision and shield work,
+    failed and deferred runs."""
     table = Table(title="SROLE methods (means per round)")
     for col in ("method", *_COLUMNS.values()):
         table.add_column(col, justify="right")
-    for name, res in rows.items():
-        means = method_means(res)
+    for name, outcome in rows.items():
+        means = method_means(outcome)
         table.add_row(name, f"{means['jct_s']:.1f}",
-                      *(f"{means[a]:.2f}" for a in list(_COLUMNS)[1:]))
+                      *(f"{means[a]:.2f}" for a in list(_COLUMNS)[1:6]),
+                      *(f"{means[a]:.0f}" for a in list(_COLUMNS)[6:]))
     return table
 
 
 def _simulate(methods: list[str], model: str, edges: int, workload: float, online: int,
-              rounds: int, seed: int,
-              parts: int | None = None) -> dict[str, list[RoundResult]]:
+              rounds: int, seed: int, parts: int | None = None) -> dict[str, SimOutcome]:
     """Each method pre-trained (``rounds``), then ``online`` rounds on the same network."""
     net = random_network(edges, np.random.default_rng([seed, 0]))
     problem = SroleProblem(net, model, workload, online, parts, pretrain_rounds=rounds)
-    return {name: list(simulate(problem, name, seed=seed).rounds) for name in methods}
+    return {name: simulate(problem, name, seed=seed) for name in methods}
 
 
 @app.command("simulate")

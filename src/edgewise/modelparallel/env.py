@@ -12,7 +12,7 @@ from edgewise.modelparallel.agents import AVAIL_MAX, CPU_DEMAND_MAX, MEM_DEMAND_
 from edgewise.modelparallel.jobs import max_levels
 from edgewise.modelparallel.network import CLUSTER_SIZE
 from edgewise.modelparallel.policies import shielded
-from edgewise.modelparallel.problem import EdgeNetwork, TaskPlacement
+from edgewise.modelparallel.problem import CPU, MEM, NET, EdgeNetwork, TaskPlacement
 from edgewise.modelparallel.rounds import KAPPA, outcome, random_round, rewards
 from edgewise.modelparallel.schedule import Decision, Round
 from edgewise.modelparallel.shields import SHIELDS
@@ -31,7 +31,8 @@ class SroleEnv(ParallelEnv):  # type: ignore[misc]
     """Each step is a scheduling round (§IV-B): the nodes that initiated a job this round
     place its partitions among themselves and their neighbours; the shield (§IV-C/D), if any,
     corrects the joint action; each agent is rewarded −κ per corrected partition and −γ
-    (memory violated) or ρ/√JCT for its job. The episode is ``max_rounds`` rounds.
+    (invalid schedule: memory above capacity) or ρ/√JCT for its job. The episode is
+    ``max_rounds`` rounds; each round is independent (a failed job is not carried over).
 
     A job has one partition per model level (§III), or ``n_partitions`` FLOP-balanced groups
     of levels; the spaces have ``n_slots`` partition slots, the largest model's count (16,
@@ -39,9 +40,10 @@ class SroleEnv(ParallelEnv):  # type: ignore[misc]
 
     Observation (MultiDiscrete): whether the agent has a job; per partition slot its CPU and
     memory demand levels (3 = no partition); per candidate slot (itself, then neighbours) its
-    available-CPU level (0 none, 1 low, 2 medium, 3 high; 4 = no candidate) and memory level
-    used (0..2; 3 = no candidate). Action (MultiDiscrete): per partition the candidate slot,
-    taken modulo the number of candidates. ``infos`` carry collisions and JCTs.
+    available-CPU level (0 none, 1 low, 2 medium, 3 high; 4 = no candidate), memory level
+    used (0..2; 3 = no candidate) and bandwidth utilisation level (0..2 up to α, 3 above α;
+    4 = no candidate). Action (MultiDiscrete): per partition the candidate slot, taken modulo
+    the number of candidates. ``infos`` carry collisions, JCTs and failed runs.
     """
 
     metadata = {"name": "srole_v0", "render_modes": []}  # noqa: RUF012 (PettingZoo API)
@@ -66,7 +68,7 @@ class SroleEnv(ParallelEnv):  # type: ignore[misc]
 
     @functools.cache  # noqa: B019 (one space object per agent, as the API wants)
     def observation_space(self, agent: str) -> spaces.MultiDiscrete:
-        return spaces.MultiDiscrete([2] + [4, 4] * self.n_slots + [5, 4] * CLUSTER_SIZE)
+        return spaces.MultiDiscrete([2] + [4, 4] * self.n_slots + [5, 4, 5] * CLUSTER_SIZE)
 
     @functools.cache  # noqa: B019
     def action_space(self, agent: str) -> spaces.MultiDiscrete:
@@ -87,11 +89,14 @@ class SroleEnv(ParallelEnv):  # type: ignore[misc]
         for s in range(CLUSTER_SIZE):
             if s < len(cands):
                 k = cands[s]
-                avail = self._round.alpha * cap[k, 0] - load[k, 0]
+                alpha = self._round.alpha
+                avail = alpha * cap[k, CPU] - load[k, CPU]
+                u_net = load[k, NET] / cap[k, NET]
                 obs += [1 + level(avail, AVAIL_MAX) if avail > 0 else 0,
-                        level(load[k, 1] / cap[k, 1], 1.0)]
+                        level(load[k, MEM] / cap[k, MEM], 1.0),
+                        level(u_net, alpha) if u_net <= alpha else 3]
             else:
-                obs += [4, 3]
+                obs += [4, 3, 4]
         return np.asarray(obs, dtype=np.int64)
 
     def _observations(self) -> dict[str, NDArray[np.int64]]:
@@ -123,11 +128,11 @@ class SroleEnv(ParallelEnv):  # type: ignore[misc]
                        rnd, self.shield)
         res = outcome(rnd, dec)
         reward = dict.fromkeys(self.agents, 0.0)
-        for job, r in zip(rnd.jobs, rewards(res, rnd, set(dec.changed), self.kappa),
-                          strict=True):
+        for job, r in zip(rnd.jobs, rewards(res, rnd, dec, self.kappa), strict=True):
             reward[self.possible_agents[job.origin]] += float(sum(r))
         info = {"collisions": res.collisions, "unsafe": res.unsafe, "corrected": res.corrected,
-                "jct_s": dict(zip((j.name for j in rnd.jobs), res.jct_s, strict=True))}
+                "jct_s": dict(zip((j.name for j in rnd.jobs), res.jct_s, strict=True)),
+                "failed": dict(zip((j.name for j in rnd.jobs), res.failed, strict=True))}
         self._t += 1
         done = self._t >= self.max_rounds
         self._round = random_round(self.network, self.model, self.workload_pct, self._rng,

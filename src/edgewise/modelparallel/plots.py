@@ -10,7 +10,7 @@ import matplotlib.pyplot as plt
 
 __all__ = ["plots"]
 
-METHODS = ("rl", "marl", "srole-c", "srole-d")
+METHODS = ("rl", "marl", "iql", "srole-c", "srole-d")
 
 
 def _jct(result: dict[str, Any], path: Path) -> Path:
@@ -34,9 +34,9 @@ def _bars(result: dict[str, Any], path: Path, key: str, ylabel: str) -> Path:
     for ax, (model, per) in zip(axes, load.items(), strict=True):
         workloads = list(per["marl"])
         for k, name in enumerate(METHODS):
-            xs = [i + 0.2 * k for i in range(len(workloads))]
-            ax.bar(xs, [per[name][w][key] for w in workloads], width=0.2, label=name)
-        ax.set_xticks([i + 0.3 for i in range(len(workloads))], [f"{w}%" for w in workloads])
+            xs = [i + 0.16 * k for i in range(len(workloads))]
+            ax.bar(xs, [per[name][w][key] for w in workloads], width=0.16, label=name)
+        ax.set_xticks([i + 0.32 for i in range(len(workloads))], [f"{w}%" for w in workloads])
         ax.set(title=model, xlabel="workload", ylabel=ylabel)
     axes[0].legend()
     fig.tight_layout()
@@ -74,10 +74,33 @@ def _kappa(result: dict[str, Any], path: Path) -> Path:
     return path
 
 
+def _sweep(sweep: dict[str, Any], path: Path) -> Path:
+    """One heat map per reduction: rows the overload models, columns the intensities."""
+    keys = [k for k in sweep["grid"] if k.endswith(("vs_marl", "srole_c_vs_rl"))]
+    fig, axes = plt.subplots(1, len(keys), figsize=(4.2 * len(keys), 3.4))
+    for ax, key in zip(axes, keys, strict=True):
+        grid = sweep["grid"][key]
+        image = ax.imshow(grid, cmap="RdYlGn", vmin=-0.6, vmax=0.6, aspect="auto")
+        for r, row in enumerate(grid):
+            for c, value in enumerate(row):
+                ax.text(c, r, f"{value:.2f}", ha="center", va="center", fontsize=9)
+        ax.set_xticks(range(len(sweep["intensities"])),
+                      [f"×{x:g}" for x in sweep["intensities"]])
+        ax.set_yticks(range(len(sweep["overload_models"])), sweep["overload_models"])
+        ax.set(title=key.removeprefix("jct_reduction_").replace("_", " "),
+               xlabel="background intensity")
+    fig.colorbar(image, ax=list(axes), label="JCT reduction")
+    fig.savefig(path, bbox_inches="tight")
+    plt.close(fig)
+    return path
+
+
 def plots(figures: dict[str, Any], folder: Path) -> dict[str, Any]:
     """Write jct.png, tasks.png, utilisation.png, overhead.png and collisions.png into
-    ``folder``; ``{"plots": [their paths]}``."""
+    ``folder`` (with ``--sweep``: sweep.png); ``{"plots": [their paths]}``."""
     folder.mkdir(parents=True, exist_ok=True)
+    if "sweep" in figures:
+        return {"plots": [str(_sweep(figures["sweep"], folder / "sweep.png"))]}
     made = [_jct(figures, folder / "jct.png"),
             _bars(figures, folder / "tasks.png", "tasks_median", "tasks per device (median)"),
             _bars(figures, folder / "utilisation.png", "cpu_util_median",

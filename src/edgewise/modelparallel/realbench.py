@@ -18,21 +18,15 @@ import torch.nn.functional as F
 from torch import nn
 
 from edgewise.bench import BenchContext, Figures
-from edgewise.modelparallel.jobs import JOB_CPU
+from edgewise.modelparallel.jct import iteration_time_s, occupancy
+from edgewise.modelparallel.jobs import JOB_CPU, period_s
 from edgewise.modelparallel.models import srole_models
 from edgewise.modelparallel.network import random_network
 from edgewise.modelparallel.policies import get_method, trained
-from edgewise.modelparallel.problem import (
-    EdgeNetwork,
-    Job,
-    Partition,
-    TaskPlacement,
-    iteration_time_s,
-    load_of,
-)
+from edgewise.modelparallel.problem import EdgeNetwork, Job, Partition, TaskPlacement
 from edgewise.modelparallel.run import MPRun, execute, network_cluster, network_emulation
 from edgewise.modelparallel.schedule import Round
-from edgewise.modelparallel.sim import pretrain
+from edgewise.modelparallel.training import pretrain
 from edgewise.nn.data import digits_split
 from edgewise.nn.graph import layer_dag
 from edgewise.nn.models import make_optimizer
@@ -88,7 +82,8 @@ def sequential_job(model: nn.Sequential, cuts: Sequence[int], example: torch.Ten
     conventions of ``jobs.make_job`` on the same graph analysis (``layer_dag``): per partition
     ``gflop`` = 3 × forward FLOPs × ``batch``, ``memory_mb`` = 3 × parameters + every
     activation of the batch, ``out_mb`` = its last activation for the batch, ``cpu`` the
-    job's ``job_cpu`` shared by FLOPs; ``input_mb`` = the batch of inputs."""
+    job's ``job_cpu`` shared by FLOPs; ``input_mb`` = the batch of inputs; the bandwidth
+    demands at the job's data rate (``jobs.period_s``)."""
     dag = layer_dag(model, example)
     sums = np.zeros((len(model), 3))  # per child: flops, param bytes, activation bytes
     last_out = np.zeros(len(model))
@@ -100,15 +95,18 @@ def sequential_job(model: nn.Sequential, cuts: Sequence[int], example: torch.Ten
         last_out[child] = node["output_bytes"]
     source = dag.nodes[dag.graph["source"]]
     total = float(sums[:, 0].sum())
+    period = period_s(3.0 * total * batch / 1e9, job_cpu)
     parts = []
     for k, (a, b) in enumerate(pairwise(cuts)):
         flops, params, acts = sums[a:b].sum(axis=0)
+        out_mb = float(last_out[b - 1]) * batch / MB
         parts.append(Partition(f"{name}/{k}", gflop=3.0 * flops * batch / 1e9,
                                cpu=job_cpu * flops / total,
                                memory_mb=(3.0 * params + acts * batch) / MB,
-                               out_mb=float(last_out[b - 1]) * batch / MB))
-    return Job(name, name, origin, tuple(parts),
-               input_mb=float(source["output_bytes"]) * batch / MB, n_iterations=n_iterations)
+                               out_mb=out_mb, out_mbps=16.0 * out_mb / period))
+    input_mb = float(source["output_bytes"]) * batch / MB
+    return Job(name, name, origin, tuple(parts), input_mb=input_mb, n_iterations=n_iterations,
+               input_mbps=8.0 * input_mb / period)
 
 
 def calibrate_host_gflops(model: nn.Module, job: Job,
@@ -165,9 +163,9 @@ def srole_placement(network: EdgeNetwork, job: Job, seed: int = 0, method: str =
 def _figures(prefix: str, run: MPRun, job: Job, placement: TaskPlacement,
              env: EdgeNetwork) -> dict[str, float]:
     """Measured against predicted for one placement: iteration, compute and transfer."""
-    load = load_of(env, [job], [placement])
-    predicted = iteration_time_s(job, placement, env, load)
-    transfer = iteration_time_s(job, placement, replace(env, host_gflops=math.inf), load)
+    occ = occupancy(env, [job], [placement])
+    predicted = iteration_time_s(job, placement, env, occ)
+    transfer = iteration_time_s(job, placement, replace(env, host_gflops=math.inf), occ)
     measured, compute = run.mean_iteration_s, predicted - transfer
 
     def pred(name: str) -> str:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 import time
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,6 +19,7 @@ from torch import nn
 
 from edgewise.cluster.model import Cluster, Device, Link
 from edgewise.errors import ConfigError, InfeasibleError
+from edgewise.modelparallel.jct import occupancy, pair_rates_mbps
 from edgewise.modelparallel.problem import EdgeNetwork, Job, TaskPlacement
 from edgewise.modelparallel.schedule import Plan, Round
 from edgewise.nn.models import OPTIMIZERS
@@ -30,7 +31,7 @@ from edgewise.wire.activation import ActivationCodec, decode_activation, encode_
 from edgewise.wire.state import decode_state_dict, stage_payload
 
 __all__ = ["MPRun", "ModelParallelTrainer", "execute", "network_cluster", "network_emulation",
-           "run_placement", "stage_runs", "train_model_parallel"]
+           "run_placement", "shared_links", "stage_runs", "train_model_parallel"]
 
 Batch = tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]
 
@@ -94,12 +95,15 @@ class ModelParallelTrainer:
     origin : str or None
         The device where the training batches originate (SROLE: the job's initiating node);
         the first stage waits their transfer time from there. ``None``: already local.
+    links : mapping of (device, device) to Link, or None
+        Links to use instead of the cluster's between those devices (a shared rate).
     """
 
     def __init__(self, runtime: RayRuntime, model: nn.Module, cuts: Sequence[int],
                  devices: Sequence[str], *, optimizer: str = "sgd", lr: float = 0.05,
                  codec: ActivationCodec | None = None,
                  memory_mb: Sequence[int] | None = None, origin: str | None = None,
+                 links: Mapping[tuple[str, str], Link] | None = None,
                  startup_timeout_s: float = 120.0) -> None:
         if optimizer not in OPTIMIZERS or not lr > 0:
             raise ConfigError(f"optimizer must be one of {', '.join(OPTIMIZERS)} with lr > 0, "
@@ -111,7 +115,7 @@ class ModelParallelTrainer:
         if memory_mb is not None and len(memory_mb) != len(parts):
             raise ConfigError("one memory reservation per partition", field="memory_mb")
         self.runtime, self.devices, self.cuts = runtime, tuple(devices), tuple(cuts)
-        self.origin = origin
+        self.origin, self.links = origin, dict(links or {})
         self.codec = codec or ActivationCodec("none")
         self._step = 0
         tag = uuid.uuid4().hex[:6]
@@ -138,13 +142,16 @@ class ModelParallelTrainer:
         def link(other: int) -> Any:
             if not 0 <= other < n or self.devices[other] == here:
                 return None
-            return self.runtime.cluster.link(here, self.devices[other])
+            return self._link(here, self.devices[other])
 
         source = None
         if k == 0 and self.origin is not None and self.origin != here:
-            source = self.runtime.cluster.link(self.origin, here)
+            source = self._link(self.origin, here)
         return self.stages[k].connect.remote(link(k - 1), link(k + 1), first=k == 0,
                                              last=k == n - 1, input_link=source)
+
+    def _link(self, a: str, b: str) -> Link:
+        return self.links.get((a, b)) or self.runtime.cluster.link(a, b)
 
     def step(self, x: np.ndarray[Any, Any], y: np.ndarray[Any, Any]) -> tuple[float, float]:
         """One training iteration on the batch ``(x, y)``: the loss before the update and the
@@ -222,10 +229,11 @@ def network_cluster(network: EdgeNetwork, name: str = "srole-real") -> Cluster:
     """The emulated cluster of an environment's network: one device per node, named like
     it, with its memory and ``speed`` = its CPU (host ratio), so that under
     :func:`network_emulation` a node computes at ``cpu`` of one host core; every pair linked
-    at the network's bandwidth with no latency (the environment's transfer model has none)."""
+    at the rate of a lone transfer between them (the slower of the two nodes' links), with
+    no latency (the environment's transfer model has none)."""
     devices = tuple(Device(n.name, "srole-node", 1, "none", max(1, int(n.memory_mb)), n.cpu)
                     for n in network.nodes)
-    links = tuple(Link(a.name, b.name, float(network.bandwidth_mbps[i, j]), 0.0)
+    links = tuple(Link(a.name, b.name, network.pair_mbps(i, j), 0.0)
                   for i, a in enumerate(network.nodes) for j, b in enumerate(network.nodes)
                   if i < j)  # fmt: skip
     default = Link("*", "*", float(min(lk.bandwidth_mbps for lk in links) if links else 1e3), 0.0)
@@ -288,13 +296,28 @@ def run_placement(runtime: RayRuntime, network: EdgeNetwork, job: Job, placement
                                 origin=network.nodes[job.origin].name, **options)
 
 
+def shared_links(problem: Round, plan: Plan, job: int) -> dict[tuple[str, str], Link]:
+    """Every pair of the round's nodes linked at the rate the environment gives job
+    ``job``'s transfers between them when the whole round runs (`jct.pair_rates_mbps`: the
+    slower link, shared max-min fairly with the round's other transfers and background
+    traffic)."""
+    net = problem.network
+    occ = occupancy(net, problem.jobs, plan, problem.background)
+    rates = pair_rates_mbps(problem.jobs[job], plan[job], net, occ, problem.alpha,
+                            problem.overload)
+    return {(a.name, b.name): Link(a.name, b.name, float(rates[i, k]), 0.0)
+            for i, a in enumerate(net.nodes) for k, b in enumerate(net.nodes) if i != k}
+
+
 def execute(runtime: RayRuntime, problem: Round, plan: Plan, /, *, model: nn.Module,
             cuts: Sequence[int], batches: Iterable[Batch], **options: Any) -> tuple[MPRun, ...]:
     """The executor of the anatomy: carry out ``plan`` (a policy's placement of every job of
     the round ``problem``) as real model-parallel training, one job after the other, each
     job ``model`` split at ``cuts`` (one part per job partition) and trained on ``batches``
-    (:func:`run_placement`; ``options`` are the trainer's). ``runtime`` must hold
-    ``network_cluster(problem.network)``.
+    (:func:`run_placement`; ``options`` are the trainer's). Its transfers run at the rates
+    the environment computes for the whole round (:func:`shared_links`): the jobs run one
+    at a time, and the background is not run, but each link carries what it would carry
+    with everything running. ``runtime`` must hold ``network_cluster(problem.network)``.
 
     Raises
     ------
@@ -306,5 +329,5 @@ def execute(runtime: RayRuntime, problem: Round, plan: Plan, /, *, model: nn.Mod
                           f"{len(plan)}", field="plan")
     kept = list(batches)
     return tuple(run_placement(runtime, problem.network, job, placement, model, cuts, kept,
-                               **options)
-                 for job, placement in zip(problem.jobs, plan, strict=True))
+                               links=shared_links(problem, plan, j), **options)
+                 for j, (job, placement) in enumerate(zip(problem.jobs, plan, strict=True)))

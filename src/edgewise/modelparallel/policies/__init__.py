@@ -13,32 +13,44 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from typing import overload
 
 import numpy as np
 
 from edgewise.modelparallel.agents import QAgent
+from edgewise.modelparallel.cq import CQAgent
 from edgewise.modelparallel.rounds import KAPPA, RoundResult, rewards
 from edgewise.modelparallel.schedule import Decision, Plan, Round
 from edgewise.modelparallel.shields import SHIELDS
 from edgewise.registry import Registry
 
-__all__ = ["REGISTRY", "AgentsPolicy", "Decide", "Method", "PlanPolicy", "PlanStep",
-           "get_method", "shielded", "trained"]
+__all__ = ["LEARNERS", "REGISTRY", "AgentsPolicy", "Decide", "Method", "NodeAgents",
+           "PlanPolicy", "PlanStep", "get_method", "shielded", "trained"]
 
 Decide = Callable[[Round, Sequence[QAgent], np.random.Generator, bool], Decision]
 PlanPolicy = Callable[[Round, np.random.Generator], Plan]
 """A pure policy: every job's task placement for one round, from the round and ``rng``."""
 
 
+LEARNERS = {"q": QAgent, "cq": CQAgent}
+"""Agent kinds: independent tabular Q-learning, CQ-learning (``cq``)."""
+
+
 @dataclass(frozen=True, slots=True)
 class Method:
     """A compared method: its decision rule, its shield (a name in ``shields.SHIELDS``;
-    None: no shielding) and whether it has learning agents (pre-trained, then online)."""
+    None: no shielding), whether it has learning agents (pre-trained, then online) and
+    their kind (``learner``, a key of ``LEARNERS``)."""
 
     name: str
     decide: Decide
     shield: str | None = None
     learns: bool = True
+    learner: str = "q"
+
+    def new_agent(self) -> QAgent:
+        """A fresh, untrained agent of this method's kind."""
+        return LEARNERS[self.learner]()
 
     def policy(self, agents: Sequence[QAgent], rng: np.random.Generator, *,
                explore: bool = False, learning: bool = True,
@@ -62,8 +74,35 @@ def shielded(dec: Decision, rnd: Round, shield: str | None) -> Decision:
     if shield is None:
         return dec
     sh = SHIELDS.get(shield)(rnd.network, rnd.jobs, dec.proposed, rnd.base_load(), rnd.alpha)
-    return replace(dec, executed=sh.placements, changed=sh.changed, shield_ops=sh.ops,
-                   shield_seconds=sh.seconds)
+    return replace(dec, executed=sh.placements, changed=sh.changed, deferred=sh.deferred,
+                   shield_ops=sh.ops, shield_seconds=sh.seconds)
+
+
+class NodeAgents(Sequence[QAgent]):
+    """One agent per node, each a copy of ``base`` made when the node first decides (most
+    nodes of a large network never do, and a trained Q-table is large)."""
+
+    def __init__(self, base: QAgent, n: int) -> None:
+        self.base, self.n, self._made = base, n, dict[int, QAgent]()
+
+    def __len__(self) -> int:
+        return self.n
+
+    @overload
+    def __getitem__(self, j: int) -> QAgent: ...
+
+    @overload
+    def __getitem__(self, j: slice) -> Sequence[QAgent]: ...
+
+    def __getitem__(self, j: int | slice) -> QAgent | Sequence[QAgent]:
+        if isinstance(j, slice):
+            return [self[k] for k in range(self.n)[j]]
+        if not -self.n <= j < self.n:
+            raise IndexError(j)
+        j %= self.n
+        if j not in self._made:
+            self._made[j] = self.base.copy()
+        return self._made[j]
 
 
 class AgentsPolicy:
@@ -87,12 +126,19 @@ class AgentsPolicy:
         return dec
 
     def learn(self, feedback: RoundResult) -> None:
-        """Reward and update the agents that decided the last step's jobs."""
+        """Reward and update the agents that decided the last step's jobs; each decision is
+        marked disturbed if another agent proposed a layer on the same node (CQ-learning
+        compares the returns of disturbed and undisturbed decisions)."""
         if not self.learning or self._last is None:
             return
         rnd, dec = self._last
-        for j, r in enumerate(rewards(feedback, rnd, set(dec.changed), self.kappa)):
-            self.agents[dec.deciders[j]].learn(dec.steps[j], r)
+        owners: dict[int, set[int]] = {}
+        for j, p in enumerate(dec.proposed):
+            for h in p.nodes:
+                owners.setdefault(h, set()).add(j)
+        for j, r in enumerate(rewards(feedback, rnd, dec, self.kappa)):
+            disturbed = [len(owners[h] - {j}) > 0 for h in dec.proposed[j].nodes]
+            self.agents[dec.deciders[j]].learn(dec.steps[j], r, disturbed)
 
 
 class PlanStep:
@@ -119,7 +165,7 @@ def trained(method: str | Method, agent: QAgent) -> PlanPolicy:
     chosen = get_method(method) if isinstance(method, str) else method
 
     def policy(rnd: Round, rng: np.random.Generator) -> Plan:
-        agents = [agent.copy() for _ in range(rnd.network.n)]
+        agents = NodeAgents(agent, rnd.network.n)
         return chosen.policy(agents, rng, learning=False).step(rnd).executed
 
     return policy

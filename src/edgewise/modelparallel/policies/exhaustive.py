@@ -10,8 +10,9 @@ import numpy as np
 
 from edgewise.errors import ConfigError, InfeasibleError
 from edgewise.modelparallel.agents import QAgent
+from edgewise.modelparallel.jct import invalid_reason, job_completion_time_s, occupancy
 from edgewise.modelparallel.policies import REGISTRY, Method, PlanStep
-from edgewise.modelparallel.problem import TaskPlacement, job_completion_time_s, load_of
+from edgewise.modelparallel.problem import TaskPlacement
 from edgewise.modelparallel.schedule import Decision, Plan, Round
 
 __all__ = ["MAX_PLANS", "exhaustive", "plan_cost"]
@@ -20,11 +21,13 @@ MAX_PLANS = 200_000  # placements tried at most; beyond, the round is not "tiny"
 
 
 def plan_cost(rnd: Round, plan: Plan) -> tuple[bool, float]:
-    """(valid, total JCT): valid when no node's memory demand exceeds its capacity (a
-    schedule violating memory "is not valid", §IV-B); the JCTs at the plan's joint load."""
-    load = rnd.base_load() + load_of(rnd.network, rnd.jobs, plan)
-    valid = bool(np.all(load[:, 1] <= rnd.network.capacity()[:, 1] + 1e-9))
-    total = sum(job_completion_time_s(j, p, rnd.network, load, rnd.alpha)
+    """(valid, total JCT) of ``plan`` at the round's profiled demands: valid when every job
+    can run (`jct.invalid_reason`: no memory above capacity, §IV-B, nor any resource under
+    the ``invalid`` overload model); the JCTs at the plan's joint load."""
+    occ = occupancy(rnd.network, rnd.jobs, plan, rnd.background)
+    valid = all(invalid_reason(j, p, rnd.network, occ.load, rnd.overload) is None
+                for j, p in zip(rnd.jobs, plan, strict=True))
+    total = sum(job_completion_time_s(j, p, rnd.network, occ, rnd.alpha, rnd.overload)
                 for j, p in zip(rnd.jobs, plan, strict=True))
     return valid, float(total)
 
@@ -54,7 +57,8 @@ def exhaustive(rnd: Round, rng: np.random.Generator) -> Plan:
         if valid and (best is None or total < best[0]):
             best = (total, plan)
     if best is None:
-        raise InfeasibleError("no placement of the round's tasks fits the nodes' memory")
+        raise InfeasibleError("no placement of the round's tasks is valid (memory, or every "
+                              "resource under the invalid overload model)")
     return best[1]
 
 

@@ -10,5 +10,6 @@ __all__ = ["srole_c"]
 
 @REGISTRY.register("srole-c")
 def srole_c() -> Method:
-    """MARL agents, their joint action corrected by Algorithm 1 at the cluster head."""
-    return Method("srole-c", decide_marl, "centralized")
+    """MARL's CQ-learning agents, their joint action corrected by Algorithm 1 at the cluster
+    head."""
+    return Method("srole-c", decide_marl, "centralized", learner="cq")

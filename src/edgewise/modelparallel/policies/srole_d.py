@@ -10,5 +10,6 @@ __all__ = ["srole_d"]
 
 @REGISTRY.register("srole-d")
 def srole_d() -> Method:
-    """MARL agents, shielded per sub-cluster, boundary collisions settled by a delegate."""
-    return Method("srole-d", decide_marl, "decentralized")
+    """MARL's CQ-learning agents, shielded per sub-cluster, boundary collisions settled by
+    a delegate."""
+    return Method("srole-d", decide_marl, "decentralized", learner="cq")

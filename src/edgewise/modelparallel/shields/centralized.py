@@ -9,9 +9,10 @@ from collections.abc import Sequence
 import numpy as np
 from numpy.typing import NDArray
 
-from edgewise.modelparallel.problem import ALPHA, EdgeNetwork, Job, TaskPlacement, load_of
+from edgewise.modelparallel.jct import load_of
+from edgewise.modelparallel.problem import ALPHA, EdgeNetwork, Job, TaskPlacement
 from edgewise.modelparallel.shields import SHIELDS, Layer, ShieldResult
-from edgewise.modelparallel.shields.algorithm1 import shield_pass
+from edgewise.modelparallel.shields.algorithm1 import repair_memory, shield_pass
 
 __all__ = ["centralized_shield"]
 
@@ -21,10 +22,12 @@ def centralized_shield(network: EdgeNetwork, jobs: Sequence[Job],
                        proposed: Sequence[TaskPlacement], base_load: NDArray[np.float64],
                        alpha: float = ALPHA) -> ShieldResult:
     """Algorithm 1: one shield per cluster sees every agent's action and every node's load
-    (``base_load``: the demand already on the nodes, e.g. background tasks)."""
+    (``base_load``: the demand already on the nodes, e.g. background tasks), then repairs
+    any memory violation left (`algorithm1.repair_memory`)."""
     hosts = [list(p.nodes) for p in proposed]
     load = base_load + load_of(network, jobs, proposed)
     changed: list[Layer] = []
+    deferred: set[int] = set()
     longest = total = 0
     slowest = 0.0
     for c in range(network.n_clusters):
@@ -33,9 +36,12 @@ def centralized_shield(network: EdgeNetwork, jobs: Sequence[Job],
         movable = {(j, i) for j, job in enumerate(jobs) if network.cluster(job.origin) == c
                    for i in range(len(job.partitions))}
         moved, ops = shield_pass(network, jobs, hosts, load, members, movable, alpha)
-        ops += len(movable)  # lines 2–3: collect and virtually take every action
-        changed += moved
+        fixed, more = repair_memory(network, jobs, hosts, load, members, movable, deferred,
+                                    alpha)
+        ops += more + len(movable)  # lines 2–3: collect and virtually take every action
+        changed += moved + fixed
         longest, total = max(longest, ops), total + ops
         slowest = max(slowest, time.perf_counter() - t0)
-    return ShieldResult(tuple(TaskPlacement(tuple(h)) for h in hosts), tuple(changed), longest,
-                        total, slowest)
+    return ShieldResult(tuple(TaskPlacement(tuple(h)) for h in hosts),
+                        tuple(dict.fromkeys(changed)), longest,
+                        total, slowest, tuple(sorted(deferred)))

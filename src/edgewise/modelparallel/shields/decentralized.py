@@ -8,9 +8,10 @@ from collections.abc import Sequence
 import numpy as np
 from numpy.typing import NDArray
 
-from edgewise.modelparallel.problem import ALPHA, EdgeNetwork, Job, TaskPlacement, load_of
+from edgewise.modelparallel.jct import load_of
+from edgewise.modelparallel.problem import ALPHA, EdgeNetwork, Job, TaskPlacement
 from edgewise.modelparallel.shields import SHIELDS, Layer, ShieldResult
-from edgewise.modelparallel.shields.algorithm1 import shield_pass
+from edgewise.modelparallel.shields.algorithm1 import repair_memory, shield_pass
 
 __all__ = ["decentralized_shield", "sub_clusters"]
 
@@ -39,10 +40,14 @@ def decentralized_shield(network: EdgeNetwork, jobs: Sequence[Job],
     boundary (receiving layers from agents of another sub-cluster) are checked instead by a
     delegate that receives every action on them and the nodes' utilisations. The shields
     and the delegate work at once on the same joint action, so two of them may move layers
-    onto the same node (the residual collisions of §V-D). ``ops``: the slowest of them."""
+    onto the same node (the residual collisions of §V-D). Then the delegate checks the
+    merged joint action for memory violations, which would make it invalid (§IV-B), and
+    repairs them (`algorithm1.repair_memory`), after the shields. ``ops``: the slowest of
+    the shields and the delegate, plus the repair."""
     hosts = [list(p.nodes) for p in proposed]
     full = base_load + load_of(network, jobs, proposed)
     changed: list[Layer] = []
+    deferred: set[int] = set()
     longest = total = 0
     slowest = 0.0
     for c in range(network.n_clusters):
@@ -61,17 +66,28 @@ def decentralized_shield(network: EdgeNetwork, jobs: Sequence[Job],
                      {(j, i) for mine in agents_of for j in mine
                       for i in range(len(jobs[j].partitions)) if hosts[j][i] in edge}))
         moves: list[tuple[Layer, int]] = []
-        shield_ops = []
+        shield_ops, concurrent = [], 0.0
         for view, nodes, movable in work:  # each on its own copy of the joint action
             mine_hosts = [list(h) for h in hosts]  # the copy simulates concurrency: not timed
             t0 = time.perf_counter()
             moved, ops = shield_pass(network, jobs, mine_hosts, view, nodes, movable, alpha)
             moves += [((j, i), mine_hosts[j][i]) for j, i in moved]
             shield_ops.append(ops + len(movable))  # receiving and taking its actions
-            slowest = max(slowest, time.perf_counter() - t0)
+            concurrent = max(concurrent, time.perf_counter() - t0)
         for (j, i), k in moves:
             hosts[j][i] = k
-        changed += [m for m, _ in moves]
-        longest, total = max(longest, max(shield_ops)), total + sum(shield_ops)
-    return ShieldResult(tuple(TaskPlacement(tuple(h)) for h in hosts), tuple(changed), longest,
-                        total, slowest)
+        t0 = time.perf_counter()
+        ours = [j for mine in agents_of for j in mine]
+        merged = base_load + load_of(network, [jobs[j] for j in ours],
+                                     [TaskPlacement(tuple(hosts[j])) for j in ours])
+        fixed, repair = repair_memory(network, jobs, hosts, merged, network.members(c),
+                                      {(j, i) for j in ours
+                                       for i in range(len(jobs[j].partitions))},
+                                      deferred, alpha)
+        slowest = max(slowest, concurrent + time.perf_counter() - t0)
+        changed += [m for m, _ in moves] + fixed
+        longest = max(longest, max(shield_ops) + repair)
+        total += sum(shield_ops) + repair
+    return ShieldResult(tuple(TaskPlacement(tuple(h)) for h in hosts),
+                        tuple(dict.fromkeys(changed)), longest,
+                        total, slowest, tuple(sorted(deferred)))
