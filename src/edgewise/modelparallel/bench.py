@@ -105,14 +105,12 @@ def mechanisms(tally: Tally) -> Figures:
 def simulated(ctx: BenchContext) -> Figures:
     """The kit's simulated part: the protocol (quick or full), levels grouped into at most
     ``--partitions`` tasks if given; with ``--sweep``, the sweep instead (`sweep`)."""
-    p = protocol(ctx.quick)
-    if ctx.option("partitions") is not None:
-        p = replace(p, partitions=int(ctx.option("partitions")))
+    parts = ctx.option("partitions")
     if ctx.option("sweep"):
-        from edgewise.modelparallel.sweep import sweep_figures
+        from edgewise.modelparallel.sweep import sweep_figures, sweep_protocol
 
-        return sweep_figures(ctx, p)
-    return srole_figures(ctx, p)
+        return sweep_figures(ctx, replace(sweep_protocol(ctx.quick), partitions=parts))
+    return srole_figures(ctx, replace(protocol(ctx.quick), partitions=parts))
 
 
 def real(ctx: BenchContext) -> Figures:

@@ -2,10 +2,11 @@
 open — the background's intensity and what an overloaded node does (`jct.slowdown`).
 
 Each cell of the grid (overload model × background intensity) is the bench's JCT figure at
-the largest network of the protocol, with every method pre-trained and run under that
-cell's conditions; every other setting keeps its default (docs/srole.md, "Defaults"), and
-the default cell is the plain bench's JCT figure at that size. The cell's figures are the
-JCT reductions of SROLE-C and SROLE-D against MARL (CQ-learning), RL and IQL.
+25 edges (the paper's default size) with the quick protocol's sizes (`sweep_protocol`),
+every method pre-trained and run under that cell's conditions; every other setting keeps
+its default (docs/srole.md, "Defaults"), so the default cell is the quick bench's JCT
+figure at 25 edges. The cell's figures are the JCT reductions of SROLE-C and SROLE-D
+against MARL (CQ-learning), RL and IQL, and per method the runs that failed.
 """
 
 from __future__ import annotations
@@ -28,13 +29,21 @@ from edgewise.modelparallel.problem import OVERLOAD_MODELS
 from edgewise.modelparallel.rounds import Conditions
 from edgewise.modelparallel.training import pretrain
 
-__all__ = ["INTENSITIES", "PAIRS", "sweep_figures"]
+__all__ = ["INTENSITIES", "PAIRS", "sweep_figures", "sweep_protocol"]
 
 INTENSITIES = (0.5, 1.0, 2.0, 4.0)
 """Background intensities swept (× each PageRank worker's default CPU and bandwidth)."""
 QUICK_INTENSITIES = (1.0, 4.0)
 PAIRS = (("srole-c", "marl"), ("srole-d", "marl"), ("srole-c", "rl"), ("srole-d", "rl"),
          ("srole-c", "iql"))
+
+
+def sweep_protocol(quick: bool) -> Protocol:
+    """The sizes of each cell: 25 edges, 100 % workload, κ = 100; the quick bench's
+    pre-training and online rounds (fewer with ``quick``)."""
+    if quick:
+        return Protocol((25,), (100.0,), (100.0,), pretrain=100, rounds=8)
+    return Protocol((25,), (100.0,), (100.0,), pretrain=300, rounds=20)
 
 
 def _key(ours: str, theirs: str) -> str:
