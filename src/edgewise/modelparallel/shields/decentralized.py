@@ -52,28 +52,8 @@ def decentralized_shield(network: EdgeNetwork, jobs: Sequence[Job],
     slowest = 0.0
     for c in range(network.n_clusters):
         subs = sub_clusters(network, c, n_sub)
-        side = {j: s for s, group in enumerate(subs) for j in group}
-        edge = _boundary(network, jobs, hosts, side)
-        agents_of = [[j for j, job in enumerate(jobs) if side.get(job.origin) == s]
-                     for s in range(len(subs))]
-        views = [base_load + load_of(network, [jobs[j] for j in mine],
-                                     [TaskPlacement(tuple(hosts[j])) for j in mine])
-                 for mine in agents_of]
-        work = [(views[s], [k for k in group if k not in edge],
-                 {(j, i) for j in agents_of[s] for i in range(len(jobs[j].partitions))})
-                for s, group in enumerate(subs)]
-        work.append((full.copy(), sorted(edge),
-                     {(j, i) for mine in agents_of for j in mine
-                      for i in range(len(jobs[j].partitions)) if hosts[j][i] in edge}))
-        moves: list[tuple[Layer, int]] = []
-        shield_ops, concurrent = [], 0.0
-        for view, nodes, movable in work:  # each on its own copy of the joint action
-            mine_hosts = [list(h) for h in hosts]  # the copy simulates concurrency: not timed
-            t0 = time.perf_counter()
-            moved, ops = shield_pass(network, jobs, mine_hosts, view, nodes, movable, alpha)
-            moves += [((j, i), mine_hosts[j][i]) for j, i in moved]
-            shield_ops.append(ops + len(movable))  # receiving and taking its actions
-            concurrent = max(concurrent, time.perf_counter() - t0)
+        agents_of, work = _work(network, jobs, hosts, base_load, full, subs)
+        moves, shield_ops, concurrent = _concurrently(network, jobs, hosts, work, alpha)
         for (j, i), k in moves:
             hosts[j][i] = k
         t0 = time.perf_counter()
@@ -91,3 +71,44 @@ def decentralized_shield(network: EdgeNetwork, jobs: Sequence[Job],
     return ShieldResult(tuple(TaskPlacement(tuple(h)) for h in hosts),
                         tuple(dict.fromkeys(changed)), longest,
                         total, slowest, tuple(sorted(deferred)))
+
+
+Work = tuple[NDArray[np.float64], list[int], set[Layer]]
+
+
+def _work(network: EdgeNetwork, jobs: Sequence[Job], hosts: list[list[int]],
+          base_load: NDArray[np.float64], full: NDArray[np.float64],
+          subs: list[tuple[int, ...]]) -> tuple[list[list[int]], list[Work]]:
+    """Per sub-cluster shield and for the delegate: its view of the load, the nodes it
+    checks and the layers it may move; and the jobs of each sub-cluster's agents."""
+    side = {j: s for s, group in enumerate(subs) for j in group}
+    edge = _boundary(network, jobs, hosts, side)
+    agents_of = [[j for j, job in enumerate(jobs) if side.get(job.origin) == s]
+                 for s in range(len(subs))]
+    views = [base_load + load_of(network, [jobs[j] for j in mine],
+                                 [TaskPlacement(tuple(hosts[j])) for j in mine])
+             for mine in agents_of]
+    work: list[Work] = [(views[s], [k for k in group if k not in edge],
+                         {(j, i) for j in agents_of[s] for i in range(len(jobs[j].partitions))})
+                        for s, group in enumerate(subs)]
+    work.append((full.copy(), sorted(edge),
+                 {(j, i) for mine in agents_of for j in mine
+                  for i in range(len(jobs[j].partitions)) if hosts[j][i] in edge}))
+    return agents_of, work
+
+
+def _concurrently(network: EdgeNetwork, jobs: Sequence[Job], hosts: list[list[int]],
+                  work: list[Work], alpha: float
+                  ) -> tuple[list[tuple[Layer, int]], list[int], float]:
+    """The shields and the delegate at once, each on its own copy of the joint action: the
+    moves they make, their checks, and the wall seconds of the slowest."""
+    moves: list[tuple[Layer, int]] = []
+    shield_ops, concurrent = [], 0.0
+    for view, nodes, movable in work:
+        mine_hosts = [list(h) for h in hosts]  # the copy simulates concurrency: not timed
+        t0 = time.perf_counter()
+        moved, ops = shield_pass(network, jobs, mine_hosts, view, nodes, movable, alpha)
+        moves += [((j, i), mine_hosts[j][i]) for j, i in moved]
+        shield_ops.append(ops + len(movable))  # receiving and taking its actions
+        concurrent = max(concurrent, time.perf_counter() - t0)
+    return moves, shield_ops, concurrent
