@@ -74,7 +74,7 @@ def test_every_failed_run_is_a_re_placement_or_a_job_given_up(
     assert figures["marl_kind"] == "cq-learning" and figures["bandwidth_in_state"] is True
 
 
-def test_the_sweeps_default_cell_is_the_bench(figures: dict[str, Any],
+def test_the_sweeps_default_cell_is_the_bench(figures: dict[str, Any], tmp_path: Path,
                                              monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(sweep, "QUICK_INTENSITIES", (1.0,))
     grid = sweep.sweep_figures(BenchContext(seed=3, quick=True), TINY)["sweep"]
@@ -87,6 +87,14 @@ def test_the_sweeps_default_cell_is_the_bench(figures: dict[str, Any],
     for cell in grid["cells"]:  # only the invalid model makes CPU or bandwidth invalid
         cpu = sum(cell["runs"][n].get("invalid_cpu_runs", 0) for n in METHOD_NAMES)
         assert cpu == 0 or cell["overload"] == "invalid"
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from edgewise.modelparallel.plots import plots
+
+    drawn = plots({"sweep": grid}, tmp_path)["plots"]
+    assert [Path(p).name for p in drawn] == ["sweep.png"]
+    assert Path(drawn[0]).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 def test_same_seed_same_figures_and_wall_clock_kept_apart(figures: dict[str, Any]) -> None:

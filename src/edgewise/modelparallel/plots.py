@@ -74,21 +74,31 @@ def _kappa(result: dict[str, Any], path: Path) -> Path:
     return path
 
 
+PAPER_LOW = {"jct_reduction_srole_c_vs_marl": 0.49, "jct_reduction_srole_d_vs_marl": 0.36,
+             "jct_reduction_srole_c_vs_rl": 0.47}
+"""The low end of the paper's JCT reductions (§V-D): SROLE-C 49–59 %, SROLE-D 36–45 %."""
+
+
 def _sweep(sweep: dict[str, Any], path: Path) -> Path:
-    """One heat map per reduction: rows the overload models, columns the intensities."""
-    keys = [k for k in sweep["grid"] if k.endswith(("vs_marl", "srole_c_vs_rl"))]
-    fig, axes = plt.subplots(1, len(keys), figsize=(4.2 * len(keys), 3.4))
+    """One heat map per headline reduction: rows the overload models, columns the
+    intensities; a black frame where the cell reaches the paper's range."""
+    from matplotlib.patches import Rectangle
+
+    keys = [k for k in PAPER_LOW if k in sweep["grid"]]
+    fig, axes = plt.subplots(1, len(keys), figsize=(3.6 * len(keys) + 1.6, 3.4), sharey=True)
     for ax, key in zip(axes, keys, strict=True):
         grid = sweep["grid"][key]
         image = ax.imshow(grid, cmap="RdYlGn", vmin=-0.6, vmax=0.6, aspect="auto")
         for r, row in enumerate(grid):
             for c, value in enumerate(row):
                 ax.text(c, r, f"{value:.2f}", ha="center", va="center", fontsize=9)
+                if value >= PAPER_LOW[key]:
+                    ax.add_patch(Rectangle((c - 0.5, r - 0.5), 1, 1, fill=False, lw=2))
         ax.set_xticks(range(len(sweep["intensities"])),
                       [f"×{x:g}" for x in sweep["intensities"]])
         ax.set_yticks(range(len(sweep["overload_models"])), sweep["overload_models"])
-        ax.set(title=key.removeprefix("jct_reduction_").replace("_", " "),
-               xlabel="background intensity")
+        ax.set(title=f"{key.removeprefix('jct_reduction_').replace('_', ' ')} "
+                     f"(paper ≥ {PAPER_LOW[key]:.2f})", xlabel="background intensity")
     fig.colorbar(image, ax=list(axes), label="JCT reduction")
     fig.savefig(path, bbox_inches="tight")
     plt.close(fig)
