@@ -60,7 +60,7 @@ app = typer.Typer(cls=_LazyBenches, no_args_is_help=True)
 def _benchmarks() -> None:
     """Benchmarks; each prints a table, or one JSON object with --json."""
 
-_TYPES: dict[str, type] = {"int": int, "float": float, "str": str, "path": Path}
+_TYPES: dict[str, type] = {"int": int, "float": float, "str": str, "path": Path, "bool": bool}
 
 
 def emit(figures: Figures, as_json: bool, title: str) -> None:
