@@ -43,3 +43,15 @@ SPEC = BenchSpec(
     options=(BenchOption("steps", 4, "steps of the simulated part", minimum=1),),
     labels={"real_accuracy": "emulator vs its own formula"},
     contract_timings=("decision_seconds",), real_share=0.5)
+
+
+def banner(ctx: BenchContext) -> Figures:
+    """Writes to file descriptor 1 from below Python, as a C library's banner does."""
+    import os
+
+    os.write(1, b"Running a solver banner\n")
+    return {"total": 1}
+
+
+BANNER_SPEC = BenchSpec(name="banner", title="A bench whose library prints to fd 1.",
+                        simulated="tests.bench.fake_parts:banner")

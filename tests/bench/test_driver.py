@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -102,3 +104,16 @@ def test_the_cli_refuses_an_option_outside_its_range(monkeypatch: pytest.MonkeyP
     result = CliRunner().invoke(bench_cli.app, ["fake", "--steps", "0"])
 
     assert result.exit_code == 2 and "Traceback" not in result.output
+
+
+def test_json_output_is_only_the_object_even_if_a_library_prints_to_fd_1() -> None:
+    code = ("import sys; from edgewise.cli import bench; "
+            "bench.BENCHES['banner'] = 'tests.bench.fake_parts:BANNER_SPEC'; "
+            "bench.app(['banner', '--json'])")
+    root = Path(__file__).resolve().parents[2]
+
+    done = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True,
+                          text=True, timeout=120)
+
+    assert json.loads(done.stdout)["total"] == 1, done.stdout
+    assert "banner" in done.stderr

@@ -22,7 +22,7 @@ class BenchOption:
     ``kind="bool"`` is a flag ``--name`` (no value; absent means ``default``, False)."""
 
     name: str
-    default: int | float | str | None
+    default: int | float | str | bool | None
     help: str
     kind: Literal["int", "float", "str", "path", "bool"] = "int"
     minimum: float | None = None

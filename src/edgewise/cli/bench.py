@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import inspect
 import json
-from collections.abc import Callable
+import os
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -57,7 +60,7 @@ app = typer.Typer(cls=_LazyBenches, no_args_is_help=True)
 def _benchmarks() -> None:
     """Benchmarks; each prints a table, or one JSON object with --json."""
 
-_TYPES: dict[str, type] = {"int": int, "float": float, "str": str, "path": Path}
+_TYPES: dict[str, type] = {"int": int, "float": float, "str": str, "path": Path, "bool": bool}
 
 
 def emit(figures: Figures, as_json: bool, title: str) -> None:
@@ -71,6 +74,24 @@ def emit(figures: Figures, as_json: bool, title: str) -> None:
     for key, value in figures.items():
         table.add_row(key, json.dumps(value) if isinstance(value, dict | list) else str(value))
     out.print(table)
+
+
+@contextmanager
+def _stdout_to_stderr(active: bool) -> Iterator[None]:
+    """While ``active``, everything written to file descriptor 1 (libraries print banners
+    from C, e.g. HiGHS) goes to stderr, so that ``--json`` prints only the one object."""
+    if not active:
+        yield
+        return
+    sys.stdout.flush()
+    saved = os.dup(1)
+    try:
+        os.dup2(2, 1)
+        yield
+    finally:
+        sys.stdout.flush()
+        os.dup2(saved, 1)
+        os.close(saved)
 
 
 def _with_bar(label: str, run: Callable[[Callable[[str, float], None]], Figures]) -> Figures:
@@ -124,10 +145,11 @@ def command(spec: BenchSpec) -> Callable[..., None]:
         if spec.plots is not None:
             chosen = kwargs.get("plots") or state_dir() / "bench" / spec.name
             folder = writable_folder(chosen, "--plots")
-        figures = _with_bar(spec.name, lambda progress: run_bench(
-            spec, seed=kwargs["seed"], quick=kwargs.get("quick", False),
-            include_real=kwargs.get("real", True), plots_dir=folder,
-            options={k: kwargs[k] for k in own}, progress=progress))
+        with _stdout_to_stderr(kwargs["as_json"]):
+            figures = _with_bar(spec.name, lambda progress: run_bench(
+                spec, seed=kwargs["seed"], quick=kwargs.get("quick", False),
+                include_real=kwargs.get("real", True), plots_dir=folder,
+                options={k: kwargs[k] for k in own}, progress=progress))
         emit(figures, kwargs["as_json"], f"edgewise bench {spec.name}")
 
     run.__signature__ = inspect.Signature([*_shared(spec), *map(_own, spec.options)])  # type: ignore[attr-defined]

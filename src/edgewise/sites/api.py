@@ -177,13 +177,13 @@ def _problem(request: SitesRequest) -> SitesProblem:
 
 def simulate_request(request: SitesRequest) -> SimulateResponse:
     """Simulate the request's policy on its scenario."""
-    result = simulate(_problem(request), request.policy, request.seed)
+    result = simulate(_problem(request), request.policy, seed=request.seed)
     return SimulateResponse(
         policy=result.policy, total_cost=result.total_cost, latency_cost=result.cost.latency,
         data_transfer_cost=result.cost.data_transfer,
         parameter_exchange_cost=result.cost.parameter_exchange, makespan=result.makespan,
         completion=dict(result.completion), unfinished=list(result.unfinished),
-        slots_run=result.slots_run, policy_seconds=result.runtime_s)
+        slots_run=result.slots_run, policy_seconds=result.timings["decision_seconds"])
 
 
 def plan_request(request: SitesRequest) -> PlanResponse:
@@ -191,7 +191,7 @@ def plan_request(request: SitesRequest) -> PlanResponse:
     problem = _problem(request)
     names = [s.name for s in problem.sites]
     started = time.perf_counter()
-    result = simulate(problem, request.policy, request.seed)
+    result = simulate(problem, request.policy, seed=request.seed)
     entries = [PlanEntry(
         slot=e.slot, job=e.job, ps_site=names[e.ps_site],
         workers={names[r]: y for r, y in enumerate(e.workers) if y},
