@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import sys
-from collections.abc import Iterator, MutableMapping
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
@@ -20,25 +20,23 @@ from edgewise.errors import ConfigError
 from edgewise.perf.learned import (
     EXEC_TARGET,
     FUNCTIONS,
+    FitMemo,
     LearnedDevice,
     MapeRow,
     exec_key,
     from_target,
+    held_out,
     to_target,
 )
 from edgewise.perf.regressors import ConstantRegressor, Regressor, from_estimator
 from edgewise.perf.schema import COLUMNS, EXEC_FEATURES
 
-__all__ = ["ESTIMATORS", "MIN_ROWS", "FitMemo", "fit_models", "held_out"]
+__all__ = ["ESTIMATORS", "MIN_ROWS", "fit_models"]
 
 Array = NDArray[np.float64]
 ESTIMATORS = ("lgbm", "xgboost", "rf", "extra_tree")
 MIN_ROWS = 40  # per learned function: enough for FLAML's cross-validation and a test split
 _LIBRARIES = ("flaml", "lightgbm", "xgboost", "scikit-learn", "numpy", "pandas")
-
-FitMemo = MutableMapping[tuple[Any, ...], tuple[Regressor, MapeRow]]
-"""Fitted functions by (function, its training data, search settings): see ``fit_models``."""
-
 
 def fit_models(profile: pd.DataFrame, device_type: str, *, time_budget_s: float | None = 10.0,
                seed: int = 0, test_fraction: float = 0.16, max_trials: int | None = None,
@@ -230,14 +228,6 @@ def _automl(x: pd.DataFrame, y: Array, budget: tuple[float, int | None],
         raise RuntimeError(f"converted {automl.best_estimator} disagrees with FLAML's model")
     return regressor
 
-
-
-def held_out(n: int, test_fraction: float, seed: int) -> NDArray[np.bool_]:
-    """The rows :func:`fit_models` holds out of a function's ``n`` rows (True = test)."""
-    n_test = min(n - 1, max(1, round(test_fraction * n)))
-    is_test = np.zeros(n, dtype=bool)
-    is_test[np.random.default_rng(seed).permutation(n)[:n_test]] = True
-    return is_test
 
 
 def _ape_stats(y: Array, pred: Array) -> tuple[float | None, float | None]:

@@ -4,8 +4,9 @@ held-out accuracy table (Table I)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping, MutableMapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -22,8 +23,8 @@ from edgewise.perf.schema import (
 )
 
 __all__ = [
-    "EXEC_TARGET", "FUNCTIONS", "LearnedDevice", "MapeRow", "exec_key", "from_target",
-    "mape_markdown", "mape_table", "schema_features", "to_target",
+    "EXEC_TARGET", "FUNCTIONS", "FitMemo", "LearnedDevice", "MapeRow", "exec_key",
+    "from_target", "held_out", "mape_markdown", "mape_table", "schema_features", "to_target",
 ]  # fmt: skip
 
 Array = NDArray[np.float64]
@@ -36,6 +37,11 @@ FUNCTIONS: Mapping[str, tuple[str, tuple[str, ...]]] = {
 }
 EXEC_TARGET = "app_exec_ms"
 _MIN_TIME = 1e-9  # predicted times are clamped to at least this (seconds or ms)
+
+
+FitMemo = MutableMapping[tuple[Any, ...], tuple[Regressor, "MapeRow"]]
+"""Fitted functions by (function, its training data, search settings): see
+``perf.fitting.fit_models``."""
 
 
 def exec_key(app_kind: str) -> str:
@@ -199,3 +205,11 @@ def _state_cols(state: Array) -> dict[str, Array]:
 
 def _rows(values: Array | float, n: int) -> Array:
     return np.broadcast_to(np.asarray(values, dtype=np.float64), (n,))
+
+
+def held_out(n: int, test_fraction: float, seed: int) -> NDArray[np.bool_]:
+    """The rows :func:`fit_models` holds out of a function's ``n`` rows (True = test)."""
+    n_test = min(n - 1, max(1, round(test_fraction * n)))
+    is_test = np.zeros(n, dtype=bool)
+    is_test[np.random.default_rng(seed).permutation(n)[:n_test]] = True
+    return is_test

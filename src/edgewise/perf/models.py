@@ -12,12 +12,14 @@ import numpy as np
 from numpy.typing import NDArray
 
 from edgewise.errors import ConfigError
-from edgewise.perf.fitting import ESTIMATORS, MIN_ROWS, FitMemo, fit_models, held_out
+from edgewise.perf.fitting import ESTIMATORS, MIN_ROWS, fit_models
 from edgewise.perf.learned import (
     FUNCTIONS,
+    FitMemo,
     LearnedDevice,
     MapeRow,
     exec_key,
+    held_out,
     mape_markdown,
     mape_table,
 )

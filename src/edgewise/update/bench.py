@@ -33,7 +33,7 @@ import numpy as np
 from edgewise.bench import BenchContext, BenchOption, BenchSpec, Figures
 from edgewise.errors import InfeasibleError
 from edgewise.perf.calibrated import calibrated
-from edgewise.perf.models import LearnedDevice
+from edgewise.perf.learned import LearnedDevice
 from edgewise.update.experiments import random_cluster_problem
 from edgewise.update.policies import REGISTRY
 from edgewise.update.protocol import (

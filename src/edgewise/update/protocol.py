@@ -13,7 +13,7 @@ import pandas as pd
 
 from edgewise.errors import InfeasibleError
 from edgewise.perf.calibrated import CalibratedDevice, calibrated, sample_profile
-from edgewise.perf.models import FitMemo, LearnedDevice, fit_models
+from edgewise.perf.learned import FitMemo, LearnedDevice
 from edgewise.perf.pressure import pressure_mape
 from edgewise.perf.schema import PerfModel
 from edgewise.update.experiments import testbed_problem
@@ -48,6 +48,8 @@ def learn(seed: int, fit: FitSettings, truth: Mapping[str, CalibratedDevice] | N
     """Fit the paper's functions for each device type on a profile sampled from ``truth``
     (default: the calibrated models); returns the models and the profiles they were fitted
     on. ``memo`` reuses trial-bounded fits whose data did not change."""
+    from edgewise.perf.fitting import fit_models  # AutoML (FLAML, which imports Ray): on use
+
     rng = np.random.default_rng(seed)
     models = truth or {t: calibrated(t) for t in DEVICE_TYPES}
     profiles = {t: sample_profile(t, fit.rows, rng, model=models[t]) for t in DEVICE_TYPES}

@@ -28,7 +28,7 @@ from edgewise.bench import BenchContext, Figures, Ticker
 from edgewise.errors import InfeasibleError
 from edgewise.perf import calibrated_constants as K
 from edgewise.perf.calibrated import CalibratedDevice, calibrated
-from edgewise.perf.models import FitMemo
+from edgewise.perf.learned import FitMemo
 from edgewise.update.defaults import DEFAULTS
 from edgewise.update.policies import REGISTRY
 from edgewise.update.problem import UpdateProblem
