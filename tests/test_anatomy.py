@@ -8,9 +8,9 @@ import inspect
 
 import pytest
 
-from edgewise.anatomy import PROBLEMS
+from edgewise.anatomy import ONLINE_EXECUTORS, PROBLEMS
 from edgewise.bench import BenchSpec
-from edgewise.cli.bench import BENCHES
+from edgewise.cli.bench import BENCHES, LISTING
 from edgewise.registry import Registry
 from edgewise.runtime.jobs import ProblemApi
 from edgewise.service.problems import discover_problems
@@ -38,7 +38,8 @@ def test_policies_are_registered_once_in_one_registry(name: str) -> None:
 def test_the_executor_takes_the_runtime_the_problem_and_the_plan(name: str) -> None:
     execute = importlib.import_module(f"edgewise.{name}.run").execute
 
-    assert list(inspect.signature(execute).parameters)[:3] == ["runtime", "problem", "plan"]
+    third = "policy" if name in ONLINE_EXECUTORS else "plan"
+    assert list(inspect.signature(execute).parameters)[:3] == ["runtime", "problem", third]
 
 
 @pytest.mark.parametrize("name", PROBLEMS)
@@ -47,6 +48,7 @@ def test_the_bench_is_a_spec_the_cli_runs(name: str) -> None:
 
     assert isinstance(spec, BenchSpec)
     assert BENCHES[spec.name] == f"edgewise.{name}.bench:SPEC"
+    assert LISTING[spec.name]  # listed by `edgewise bench --help` without importing it
 
 
 def test_the_manager_discovers_the_five_problems_without_naming_them() -> None:
