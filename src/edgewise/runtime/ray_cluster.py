@@ -84,6 +84,7 @@ def start_local(cluster: Cluster, config: EmulationConfig | None = None) -> RayR
         ray.shutdown()
     os.environ.setdefault("RAY_DEDUP_LOGS", "0")
     ray.init(
+        address="local",  # a new instance, never someone else's running cluster
         num_cpus=config.host_cores,
         resources=resources,
         object_store_memory=config.object_store_mb * 1024 * 1024,

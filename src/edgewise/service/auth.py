@@ -15,10 +15,12 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from edgewise.errors import ConfigError
 
 __all__ = [
+    "SCRAPE_TOKEN_ENV",
     "TOKEN_ENV",
     "TOKEN_FILE_ENV",
     "bearer_dependency",
     "load_or_create_token",
+    "load_scrape_token",
     "token_path",
     "token_source",
 ]
@@ -126,3 +128,13 @@ def bearer_dependency(token: str) -> Callable[..., None]:
             )
 
     return require_token
+
+
+SCRAPE_TOKEN_ENV = "EDGEWISE_SCRAPE_TOKEN"
+
+
+def load_scrape_token() -> str | None:
+    """The token Prometheus may use for ``/metrics`` only (``$EDGEWISE_SCRAPE_TOKEN``), or
+    None: then ``/metrics`` takes the API token."""
+    found = os.environ.get(SCRAPE_TOKEN_ENV)
+    return None if found is None else _checked(found, SCRAPE_TOKEN_ENV)
