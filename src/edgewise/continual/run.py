@@ -81,10 +81,10 @@ def plan_window(policy: str, states: Sequence[StreamState], settings: RunSetting
 
 
 def _launch(runtime: RayRuntime, stream: DigitsStream, weights: bytes,
-            settings: RunSettings) -> StreamRun:
+            settings: RunSettings, device: str = DEVICE) -> StreamRun:
     import ray
 
-    opts = runtime.actor_options(DEVICE, ACTOR_MEMORY_MB)
+    opts = runtime.actor_options(device, ACTOR_MEMORY_MB)
     env = mps_env(0.5)
     if env:
         opts["runtime_env"] = {"env_vars": env}
@@ -177,9 +177,11 @@ def _feedback(result: WindowResult, profiles: dict[str, MicroProfile], scale: fl
 def run_continual(runtime: RayRuntime, streams: Sequence[DigitsStream], policy: str,
                   n_windows: int, settings: RunSettings | None = None,
                   progress: Callable[[WindowResult], None] | None = None,
-                  holdout: DigitsStream | None = None) -> list[WindowResult]:
-    """Run ``policy`` for real over ``n_windows`` windows of ``streams`` on one device:
-    micro-profile, plan, then run inference and retraining actors at the planned shares."""
+                  holdout: DigitsStream | None = None, device: str = DEVICE,
+                  ) -> list[WindowResult]:
+    """Run ``policy`` for real over ``n_windows`` windows of ``streams`` on one device
+    (``device`` of the runtime's cluster): micro-profile, plan, then run inference and
+    retraining actors at the planned shares."""
     settings = settings or RunSettings()
     if not streams:
         raise ConfigError("no stream to run", field="streams")
@@ -192,7 +194,7 @@ def run_continual(runtime: RayRuntime, streams: Sequence[DigitsStream], policy: 
     holdout = holdout or DigitsStream("holdout", 10_000 + settings.seed, n_windows=1,
                                       frames_per_window=len(streams[0].window(0).x))
     weights = model_to_frame(start_model)
-    runs = [_launch(runtime, s, weights, settings) for s in streams]
+    runs = [_launch(runtime, s, weights, settings, device) for s in streams]
     try:
         return _windows(runs, policy, n_windows, settings, golden, holdout, progress)
     finally:

@@ -106,6 +106,10 @@ class JobContext(Protocol):
         """The job's progress (0..1) and the figures its JSON shows (epoch, accuracy...)."""
         ...
 
+    def update_plan(self, view: dict[str, Any]) -> None:
+        """Replace the job's plan (a policy that re-plans as it goes: Ekya's windows)."""
+        ...
+
     def should_stop(self) -> bool: ...
 
     def check_stop(self) -> None:
@@ -249,12 +253,13 @@ class LiveJobs:
 @dataclass(frozen=True, slots=True)
 class ApiContext:
     """What a problem's router may use from the manager: where state and models live, the
-    planning limiter and the live jobs' handles."""
+    cluster it manages, the planning limiter and the live jobs' handles."""
 
     state_dir: Path
     models_dir: Path
     limited: Limiter = run_inline
     live: LiveJobs = field(default_factory=LiveJobs)
+    cluster: Cluster | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -92,7 +92,7 @@ def create_app(
     add_error_handlers(app)
     context = ApiContext(state_dir=manager.state_dir,
                          models_dir=models_dir or manager.state_dir / "models",
-                         limited=limiter, live=manager.live)
+                         limited=limiter, live=manager.live, cluster=manager.cluster)
     offered = discover_problems() if problems is None else problems
     auth = [Depends(bearer_dependency(token))]  # declares the scheme in the OpenAPI document
     included = [core_router(list(manager.kinds.values())),

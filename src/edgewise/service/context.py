@@ -108,6 +108,9 @@ class JobRunContext:
         self._store.update_job(self._job_id, progress=min(1.0, max(0.0, float(fraction))),
                                summary=summary_now)
 
+    def update_plan(self, view: dict[str, Any]) -> None:
+        self._store.set_plan(self._job_id, view)
+
     def flush(self) -> dict[str, Any]:
         """The summary so far (written by the manager when the job ends)."""
         with self._lock:

@@ -75,7 +75,7 @@ class ProcessLimiter:
             raise PlanningLimitError(f"more than {self._parallel} planning requests at once "
                                      f"for {self.seconds:g} s (the limit); try again later")
         try:
-            return self._run(fn, args, kwargs)  # type: ignore[arg-type]
+            return self._run(fn, args, kwargs)
         finally:
             self._slots.release()
 
@@ -98,13 +98,13 @@ class ProcessLimiter:
             if child.is_alive():
                 child.kill()
             child.join()
-        return self._result(outcome)
+        result: T = self._result(outcome)
+        return result
 
-    def _result(self, outcome: tuple[str, Any, Any]) -> T:
+    def _result(self, outcome: tuple[str, Any, Any]) -> Any:
         status, name, value = outcome
         if status == "ok":
-            result: T = name
-            return result
+            return name
         if status == "memory":
             raise PlanningLimitError(f"planning needed more than {self.memory_mb} MB (the "
                                      "limit); ask for a smaller problem")

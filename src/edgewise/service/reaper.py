@@ -4,6 +4,7 @@ agents, planning children), so that none of them lingers."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -30,16 +31,12 @@ def reap_after(parent_pid: int, period_s: float = 0.5, grace_s: float = 3.0) -> 
         pass
     victims = [p for p in known.values() if p.is_running()]  # create time checked: no reuse
     for proc in victims:
-        try:
+        with contextlib.suppress(psutil.NoSuchProcess):
             proc.terminate()
-        except psutil.NoSuchProcess:
-            pass
     _, alive = psutil.wait_procs(victims, timeout=grace_s)
     for proc in alive:
-        try:
+        with contextlib.suppress(psutil.NoSuchProcess):
             proc.kill()
-        except psutil.NoSuchProcess:
-            pass
     return [p.pid for p in victims]
 
 

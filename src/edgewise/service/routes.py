@@ -57,7 +57,7 @@ def job_request_model(kinds: Sequence[JobKind]) -> Any:
     kinds, told apart by ``kind`` (so that the OpenAPI document gives every spec)."""
     models = [create_model(f"{k.name.title().replace('-', '')}JobRequest",
                            __config__=ConfigDict(extra="forbid"),
-                           kind=(Literal[k.name], ...), spec=(k.spec, ...))  # type: ignore[call-overload]
+                           kind=(Literal[k.name], ...), spec=(k.spec, ...))  # type: ignore[arg-type]
               for k in kinds]
     if not models:
         return create_model("JobRequest", __config__=ConfigDict(extra="forbid"),
@@ -115,7 +115,7 @@ def _job_routes(router: APIRouter, request_model: Any) -> None:
         return [j for j in manager.jobs(kind) if state is None or j.state == state]
 
     @router.post("/jobs", status_code=status.HTTP_201_CREATED, tags=["jobs"])
-    def submit(body: request_model, manager: Manager) -> JobView:  # type: ignore[valid-type]
+    def submit(body: request_model, manager: Manager) -> JobView:
         """Queue a job of any kind; 422 if its spec is invalid or names what the cluster
         lacks. It runs when a slot is free: pending → planning → running → an end."""
         return manager.submit(body.kind, body.spec.model_dump(mode="json")
