@@ -47,8 +47,11 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE TABLE strikes (device TEXT PRIMARY KEY, count INTEGER NOT NULL,
                           updated_at REAL NOT NULL);
     """,
-    # 2: one value per (job, metric, step): a step recorded again replaces the old value.
+    # 2: one value per (job, metric, step): a step recorded again replaces the old value
+    # (of the duplicates a version-1 store may hold, the latest is kept).
     """
+    DELETE FROM metrics WHERE step IS NOT NULL AND id NOT IN
+        (SELECT MAX(id) FROM metrics WHERE step IS NOT NULL GROUP BY job_id, name, step);
     CREATE UNIQUE INDEX metrics_step ON metrics(job_id, name, step) WHERE step IS NOT NULL;
     """,
 )
