@@ -151,9 +151,18 @@ class JobManager:
         return self.store.plan(job_id)
 
     def examples(self) -> list[dict[str, Any]]:
-        """One runnable example spec per kind, for this manager's cluster."""
-        return [{"kind": k.name, "description": k.description, "spec": k.example(self.cluster)}
-                for k in self.kinds.values()]
+        """One runnable example spec per kind, for this manager's cluster (a kind whose
+        example this cluster cannot run, say for want of sites, is left out)."""
+        found = []
+        for kind in self.kinds.values():
+            try:
+                spec = kind.example(self.cluster)
+                kind.check(kind.spec.model_validate(spec), self.cluster)
+            except EdgewiseError as exc:
+                _log.info("no %s example on this cluster: %s", kind.name, exc)
+                continue
+            found.append({"kind": kind.name, "description": kind.description, "spec": spec})
+        return found
 
     def inject_fault(self, kind: str, device: str, peer: str | None,
                      seconds: float) -> dict[str, Any]:
