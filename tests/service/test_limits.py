@@ -3,6 +3,7 @@ cap on parallel plannings; the API answers 413 naming the limit."""
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -116,5 +117,5 @@ def test_a_planning_request_runs_in_a_child_and_answers(client: TestClient) -> N
     assert plan["segments"] == 9 and plan["dispatcher"] == "ps"
     covered = [(s["first"], s["end"]) for s in plan["stages"]]
     assert covered[0][0] == 0 and covered[-1][1] == 9
-    assert all(a[1] == b[0] for a, b in zip(covered, covered[1:], strict=False))
+    assert all(a[1] == b[0] for a, b in itertools.pairwise(covered))
     assert all(s["memory_bytes"] <= 0.15e6 for s in plan["stages"])

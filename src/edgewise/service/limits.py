@@ -32,14 +32,22 @@ def _child(conn: multiprocessing.connection.Connection, memory_bytes: int,
     resource.setrlimit(resource.RLIMIT_AS, (used + memory_bytes, used + memory_bytes))
     try:
         conn.send(("ok", fn(*args, **kwargs), None))
-    except MemoryError:
-        conn.send(("memory", "", None))
     except EdgewiseError as exc:
         conn.send(("user", type(exc).__name__, (str(exc), getattr(exc, "field", None))))
-    except Exception as exc:  # a bug: reported to the parent, which logs it
-        conn.send(("bug", type(exc).__name__, "".join(traceback.format_exception(exc))))
+    except Exception as exc:  # out of memory, or a bug (reported to the parent)
+        if _out_of_memory(exc):
+            conn.send(("memory", "", None))
+        else:
+            conn.send(("bug", type(exc).__name__, "".join(traceback.format_exception(exc))))
     finally:
         conn.close()
+
+
+def _out_of_memory(exc: BaseException) -> bool:
+    """A MemoryError, or a library's own words for one (torch's allocator raises a
+    RuntimeError when the address-space cap refuses it memory)."""
+    text = str(exc).lower()
+    return isinstance(exc, MemoryError) or "allocate memory" in text or "out of memory" in text
 
 
 class ProcessLimiter:
