@@ -212,8 +212,9 @@ class JobBackend(Protocol):
     def stop(self, job_id: str) -> JobView | None: ...
 
 
-def get_backend(request: Request) -> JobBackend:
-    """FastAPI dependency: the backend the manager's app was created with."""
+async def get_backend(request: Request) -> JobBackend:
+    """FastAPI dependency: the backend the manager's app was created with (``async``: it
+    costs no hop to the thread pool)."""
     backend: JobBackend = request.app.state.backend
     return backend
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import secrets
 import stat
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Annotated
 
@@ -110,7 +110,7 @@ def _create(file: Path) -> str:
     return token
 
 
-def bearer_dependency(token: str) -> Callable[..., None]:
+def bearer_dependency(token: str) -> Callable[..., Awaitable[None]]:
     """A FastAPI dependency that admits only requests with ``Authorization: Bearer <token>``.
 
     The comparison is constant-time; every failure is the same 401 with
@@ -118,7 +118,7 @@ def bearer_dependency(token: str) -> Callable[..., None]:
     """
     expected = _checked(token, "token").encode()
 
-    def require_token(credentials: _Credentials) -> None:
+    async def require_token(credentials: _Credentials) -> None:
         given = credentials.credentials.encode("utf-8", "replace") if credentials else b""
         if not secrets.compare_digest(given, expected):
             raise HTTPException(

@@ -4,15 +4,19 @@ per device beating metrics to the health monitor; fault injection)."""
 from __future__ import annotations
 
 import logging
+import math
+import threading
+import time
 from typing import Any
 
 from edgewise.cluster.model import Cluster
 from edgewise.errors import ConfigError
 
-__all__ = ["FAULT_KINDS", "RayDeviceServices", "cluster_summary"]
+__all__ = ["FAULT_KINDS", "BackgroundDeviceServices", "RayDeviceServices", "cluster_summary"]
 
 FAULT_KINDS = ("kill-worker", "stall", "cut")
 AGENT_MEMORY_MB = 64
+METRICS_TTL_S = 0.5
 _CALL_TIMEOUT_S = 30.0
 _log = logging.getLogger(__name__)
 
@@ -55,6 +59,8 @@ class RayDeviceServices:
         if heartbeat_s <= 0:
             raise ConfigError("must be > 0", field="heartbeat_s")
         self._runtime = runtime
+        self._lock = threading.Lock()
+        self._cache: tuple[float, dict[str, dict[str, float]]] = (-math.inf, {})
         self._monitor = monitor_handle(runtime, heartbeat_s)
         self._agents: dict[str, Any] = {}
         for device in runtime.cluster.device_names:
@@ -64,12 +70,22 @@ class RayDeviceServices:
         ray.get([a.ping.remote() for a in self._agents.values()], timeout=_CALL_TIMEOUT_S)
 
     def device_metrics(self) -> dict[str, dict[str, float]]:
+        """The monitor's latest metrics per device; asked at most every ``METRICS_TTL_S``
+        (they change once a heartbeat), so that many readers cost the monitor little."""
         import ray
 
-        metrics: dict[str, dict[str, float]] = ray.get(
-            self._monitor.device_metrics.remote(), timeout=_CALL_TIMEOUT_S)
-        names = set(self._runtime.cluster.device_names)
-        return {d: m for d, m in metrics.items() if d in names}
+        now = time.monotonic()
+        with self._lock:
+            cached_at, cached = self._cache
+            if now - cached_at > METRICS_TTL_S:
+                found: dict[str, dict[str, float]] = ray.get(
+                    self._monitor.device_metrics.remote(), timeout=_CALL_TIMEOUT_S)
+                names = set(self._runtime.cluster.device_names)
+                cached_at, cached = now, {d: m for d, m in found.items() if d in names}
+                self._cache = (cached_at, cached)
+        waited = now - cached_at
+        return {d: {**m, "age_seconds": m.get("age_seconds", 0.0) + waited}
+                for d, m in cached.items()}
 
     def inject_fault(self, kind: str, device: str, peer: str | None,
                      seconds: float) -> dict[str, Any]:
@@ -108,3 +124,48 @@ class RayDeviceServices:
             ray.kill(agent, no_restart=True)
         self._agents = {}
 
+
+
+class BackgroundDeviceServices:
+    """:class:`RayDeviceServices` started in a thread, so that the manager answers while its
+    device agents come up (their metrics appear once they beat). Faults need the agents'
+    monitor: injecting one waits for the start."""
+
+    def __init__(self, runtime: Any, heartbeat_s: float = 1.0) -> None:
+        self._ready = threading.Event()
+        self._services: RayDeviceServices | None = None
+        self._error: Exception | None = None
+        self._thread = threading.Thread(target=self._start, args=(runtime, heartbeat_s),
+                                        name="edgewise-device-agents", daemon=True)
+        self._thread.start()
+
+    def _start(self, runtime: Any, heartbeat_s: float) -> None:
+        try:
+            self._services = RayDeviceServices(runtime, heartbeat_s)
+        except Exception as exc:  # reported by every later call
+            _log.exception("the device agents did not start")
+            self._error = exc
+        finally:
+            self._ready.set()
+
+    def _wait(self, timeout_s: float | None) -> RayDeviceServices | None:
+        self._ready.wait(timeout_s)
+        if self._error is not None:
+            raise ConfigError(f"the device agents did not start: {self._error}")
+        return self._services
+
+    def device_metrics(self) -> dict[str, dict[str, float]]:
+        services = self._wait(0)
+        return {} if services is None else services.device_metrics()
+
+    def inject_fault(self, kind: str, device: str, peer: str | None,
+                     seconds: float) -> dict[str, Any]:
+        services = self._wait(_CALL_TIMEOUT_S)
+        if services is None:
+            raise ConfigError("the device agents are still starting; try again", field="kind")
+        return services.inject_fault(kind, device, peer, seconds)
+
+    def close(self) -> None:
+        self._thread.join(timeout=_CALL_TIMEOUT_S)
+        if self._services is not None:
+            self._services.close()

@@ -3,6 +3,9 @@ the jobs of every kind (submit, list, plan, events, metrics, stop)."""
 
 # No ``from __future__ import annotations``: the job request's type is built at run time
 # from the kinds installed, and FastAPI must see the real class in the signature.
+# Routes that only read the store are ``async``: a SQLite read takes well under a
+# millisecond, less than a hop to the thread pool; routes that may wait (Ray, a stop) and
+# submissions (which check the spec, sometimes by planning) run in the thread pool.
 
 from collections.abc import Sequence
 from typing import Annotated, Any, Literal, Union
@@ -23,7 +26,7 @@ Limit = Annotated[int, Query(ge=1, le=1000, description="at most this many")]
 DeviceName = Annotated[str, Field(min_length=1, max_length=128)]
 
 
-def get_manager(request: Request) -> JobManager:
+async def get_manager(request: Request) -> JobManager:
     manager: JobManager = request.app.state.backend
     return manager
 
@@ -75,12 +78,12 @@ def _found(value: Any, what: str, job_id: str) -> Any:
 
 def _cluster_routes(router: APIRouter) -> None:
     @router.get("/health", tags=["meta"])
-    def health() -> dict[str, str]:
+    async def health() -> dict[str, str]:
         """Liveness probe (authenticated like everything else)."""
         return {"status": "ok"}
 
     @router.get("/cluster", tags=["cluster"])
-    def cluster(manager: Manager) -> dict[str, Any]:
+    async def cluster(manager: Manager) -> dict[str, Any]:
         """The cluster: devices with type, memory, speed and roles; links; sites."""
         return manager.cluster_summary()
 
@@ -90,13 +93,14 @@ def _cluster_routes(router: APIRouter) -> None:
         return manager.device_metrics()
 
     @router.get("/strikes", tags=["cluster"])
-    def strikes(manager: Manager) -> Strikes:
+    async def strikes(manager: Manager) -> Strikes:
         """Strikes per device and the limit at which a device is struck out."""
         counts, limit = manager.strikes()
         return Strikes(strikes=counts, limit=limit)
 
     @router.get("/events", tags=["cluster"])
-    def cluster_events(manager: Manager, after: After = 0, limit: Limit = 200) -> list[JobEvent]:
+    async def cluster_events(manager: Manager, after: After = 0,
+                             limit: Limit = 200) -> list[JobEvent]:
         """Cluster events (injected faults, strikes), oldest first."""
         return [JobEvent(**e) for e in manager.store.events(None, after=after, limit=limit)]
 
@@ -109,7 +113,7 @@ def _cluster_routes(router: APIRouter) -> None:
 
 def _job_routes(router: APIRouter, request_model: Any) -> None:
     @router.get("/jobs", tags=["jobs"])
-    def list_jobs(manager: Manager, kind: Annotated[str | None, Query(max_length=64)] = None,
+    async def list_jobs(manager: Manager, kind: Annotated[str | None, Query(max_length=64)] = None,
                   state: Annotated[str | None, Query(max_length=32)] = None) -> list[JobView]:
         """Every job (of a kind, in a state), oldest first."""
         return [j for j in manager.jobs(kind) if state is None or j.state == state]
@@ -128,13 +132,13 @@ def _job_routes(router: APIRouter, request_model: Any) -> None:
         return [Example(**e) for e in manager.examples()]
 
     @router.get("/jobs/{job_id}", tags=["jobs"])
-    def job(job_id: JobId, manager: Manager) -> JobView:
+    async def job(job_id: JobId, manager: Manager) -> JobView:
         """One job; 404 if there is no such job."""
         found: JobView = _found(manager.job(job_id), "job", job_id)
         return found
 
     @router.get("/jobs/{job_id}/plan", tags=["jobs"])
-    def plan(job_id: JobId, manager: Manager) -> dict[str, Any]:
+    async def plan(job_id: JobId, manager: Manager) -> dict[str, Any]:
         """The job's plan (stage → device, shards and batches, a per-slot schedule...);
         404 until it has one."""
         _found(manager.job(job_id), "job", job_id)
@@ -142,7 +146,7 @@ def _job_routes(router: APIRouter, request_model: Any) -> None:
         return found
 
     @router.get("/jobs/{job_id}/events", tags=["jobs"])
-    def events(job_id: JobId, manager: Manager, after: After = 0,
+    async def events(job_id: JobId, manager: Manager, after: After = 0,
                limit: Limit = 500) -> list[JobEvent]:
         """The job's events (state changes, faults, strikes, re-plans, migrations, stage
         restarts), oldest first; page with ``after``."""
@@ -150,7 +154,7 @@ def _job_routes(router: APIRouter, request_model: Any) -> None:
         return [JobEvent(**e) for e in manager.store.events(job_id, after=after, limit=limit)]
 
     @router.get("/jobs/{job_id}/metrics", tags=["jobs"])
-    def metrics(job_id: JobId, manager: Manager) -> dict[str, list[list[float | None]]]:
+    async def metrics(job_id: JobId, manager: Manager) -> dict[str, list[list[float | None]]]:
         """The job's metrics history: name → ``[unix time, step, value]`` rows."""
         _found(manager.job(job_id), "job", job_id)
         return manager.store.metrics(job_id)

@@ -66,12 +66,12 @@ def run_manager(config: ManagerConfig) -> None:
     store = Store(config.db_path or config.state_dir / "manager.db")
     problems = discover_problems()
     from edgewise.runtime.ray_cluster import join_cluster, start_local
-    from edgewise.service.cluster import RayDeviceServices
+    from edgewise.service.cluster import BackgroundDeviceServices
 
     runtime = (start_local(config.cluster) if config.address is None
                else join_cluster(config.cluster, config.address))
     try:
-        devices = RayDeviceServices(runtime, config.heartbeat_s)
+        devices = BackgroundDeviceServices(runtime, config.heartbeat_s)
         manager = JobManager(store, job_kinds(problems), config.cluster,
                              state_dir=config.state_dir, runtime=runtime, devices=devices,
                              max_running=config.max_running)

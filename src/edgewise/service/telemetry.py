@@ -4,6 +4,9 @@ training, pipelines, strikes and faults, read from the manager at scrape time.""
 from __future__ import annotations
 
 import logging
+import math
+import threading
+import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
@@ -93,7 +96,7 @@ class _ManagerCollector(Collector):
 
     def _job_metrics(self) -> Iterator[Metric]:
         latest = dict(self.manager.telemetry.latest)
-        kinds = {j.id: j.kind for j in self.manager.jobs() if j.id in latest}
+        kinds = {job: row.kind for job in latest if (row := self.manager.store.job(job))}
         families = {key: GaugeMetricFamily(name, text, labels=["job", "kind"])
                     for key, (name, text) in JOB_GAUGES.items()}
         other = GaugeMetricFamily("edgewise_job_metric", "any other job metric",
@@ -109,9 +112,14 @@ class _ManagerCollector(Collector):
 
 
 class Telemetry:
-    """The manager's Prometheus registry; :meth:`render` is the body of ``GET /metrics``."""
+    """The manager's Prometheus registry; :meth:`render` is the body of ``GET /metrics``,
+    computed at most every ``ttl_s`` (scrapers come every few seconds; a crowd of clients
+    must not make the manager recompute it for each)."""
 
-    def __init__(self, manager: JobManager) -> None:
+    def __init__(self, manager: JobManager, ttl_s: float = 1.0) -> None:
+        self.ttl_s = ttl_s
+        self._lock = threading.Lock()
+        self._rendered: tuple[float, bytes] = (-math.inf, b"")
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(_ManagerCollector(manager))
         self.latency = Histogram("edgewise_pipeline_request_latency_seconds",
@@ -124,4 +132,9 @@ class Telemetry:
             self.latency.labels(job=job_id).observe(value)
 
     def render(self) -> bytes:
-        return generate_latest(self.registry)
+        with self._lock:
+            at, body = self._rendered
+            if time.monotonic() - at > self.ttl_s:
+                body = generate_latest(self.registry)
+                self._rendered = (time.monotonic(), body)
+            return body
