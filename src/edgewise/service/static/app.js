@@ -217,12 +217,17 @@
     }
     const rest = Object.assign({}, plan);
     delete rest.tables;
-    box.append(el("pre", JSON.stringify(rest, null, 1)));
+    const raw = el("details");
+    raw.append(el("summary", "the plan as JSON"), el("pre", JSON.stringify(rest, null, 1)));
+    box.append(raw);
   }
 
   function drawCharts(history) {
     const box = $("job-charts");
-    for (const [name, rows] of Object.entries(history)) {
+    const names = Object.keys(history).filter((n) => n !== "epoch")  // epochs are the x axis
+      .sort((a, b) => (b.includes("accuracy") - a.includes("accuracy")) || a.localeCompare(b));
+    for (const name of names) {
+      const rows = history[name];
       const useStep = rows.every((r) => r[1] !== null);
       const xs = rows.map((r) => (useStep ? r[1] : r[0]));
       const ys = rows.map((r) => r[2]);
@@ -230,7 +235,7 @@
         const holder = el("div", null, { class: "chart", id: "chart-" + name });
         box.append(holder);
         charts[name] = new uPlot({
-          title: name, width: 420, height: 220,
+          title: name, width: 400, height: 220,
           scales: { x: { time: !useStep } },
           series: [{ label: useStep ? "step" : "time" }, { label: name, stroke: "#1d3557", width: 2,
                                                               points: { show: true } }],
