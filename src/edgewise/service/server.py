@@ -8,8 +8,10 @@ import os
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from edgewise.cluster.model import Cluster
+from edgewise.runtime.jobs import ProblemApi
 from edgewise.service.app import Limits, announce, check_bind, create_app, make_server
 from edgewise.service.auth import load_or_create_token, load_scrape_token, token_source
 from edgewise.service.limits import ProcessLimiter
@@ -17,6 +19,9 @@ from edgewise.service.manager import JobManager
 from edgewise.service.problems import discover_problems, job_kinds
 from edgewise.service.reaper import start_reaper
 from edgewise.service.store import Store
+
+if TYPE_CHECKING:
+    from edgewise.runtime.ray_cluster import RayRuntime
 
 __all__ = ["ManagerConfig", "loopback_ray", "run_manager"]
 
@@ -65,32 +70,48 @@ def run_manager(config: ManagerConfig) -> None:
     token, scrape = load_or_create_token(), load_scrape_token()
     store = Store(config.db_path or config.state_dir / "manager.db")
     problems = discover_problems()
-    from edgewise.runtime.ray_cluster import join_cluster, start_local
-    from edgewise.service.cluster import BackgroundDeviceServices
-
-    runtime = (start_local(config.cluster) if config.address is None
-               else join_cluster(config.cluster, config.address))
+    runtime = _ray(config)
     try:
-        devices = BackgroundDeviceServices(runtime, config.heartbeat_s)
-        manager = JobManager(store, job_kinds(problems), config.cluster,
-                             state_dir=config.state_dir, runtime=runtime, devices=devices,
-                             max_running=config.max_running)
-        manager.recover()
-        limiter = ProcessLimiter(seconds=config.planning_seconds,
-                                 memory_mb=config.planning_memory_mb,
-                                 preload=sorted({p.router.__module__ for p in problems}))
-        limiter.warm()
-        app = create_app(manager, token, scrape_token=scrape, limiter=limiter,
-                         problems=problems, limits=config.limits)
-        server = make_server(app, host=config.host, port=config.port,
-                             allow_remote=config.allow_remote, limits=config.limits)
-        announce(config.host, config.port, token_source())
-        try:
-            server.run()
-        finally:
-            manager.close("the manager shut down while the job ran")
-            devices.close()
+        _serve(config, store, problems, runtime, (token, scrape))
     finally:
         runtime.shutdown()
         store.close()
 
+
+def _ray(config: ManagerConfig) -> RayRuntime:
+    """The cluster on Ray, with its serialization ready: made here, in the main thread,
+    the modules it imports cannot race with a job's thread importing them too."""
+    import ray
+
+    from edgewise.runtime.ray_cluster import join_cluster, start_local
+
+    runtime = (start_local(config.cluster) if config.address is None
+               else join_cluster(config.cluster, config.address))
+    ray.get(ray.put(0))
+    return runtime
+
+
+def _serve(config: ManagerConfig, store: Store, problems: list[ProblemApi],
+           runtime: RayRuntime, tokens: tuple[str, str | None]) -> None:
+    """Build the manager and its app, then (every import done) start the device agents and
+    the jobs a previous run left, and serve until a signal."""
+    from edgewise.service.cluster import BackgroundDeviceServices
+
+    manager = JobManager(store, job_kinds(problems), config.cluster, state_dir=config.state_dir,
+                         runtime=runtime, max_running=config.max_running)
+    limiter = ProcessLimiter(seconds=config.planning_seconds, memory_mb=config.planning_memory_mb,
+                             preload=sorted({p.router.__module__ for p in problems}))
+    limiter.warm()
+    app = create_app(manager, tokens[0], scrape_token=tokens[1], limiter=limiter,
+                     problems=problems, limits=config.limits)
+    server = make_server(app, host=config.host, port=config.port,
+                         allow_remote=config.allow_remote, limits=config.limits)
+    devices = BackgroundDeviceServices(runtime, config.heartbeat_s)
+    manager.devices = devices
+    manager.recover()
+    announce(config.host, config.port, token_source())
+    try:
+        server.run()
+    finally:
+        manager.close("the manager shut down while the job ran")
+        devices.close()
