@@ -130,6 +130,17 @@ def test_non_finite_numbers_are_a_422_not_a_crash(client: TestClient, bad: bytes
     ValidationProblems.model_validate(answer.json())
 
 
+def test_deeply_nested_json_is_a_400_and_a_huge_body_a_quick_413(backend: JobManager) -> None:
+    app = create_app(backend, TOKEN)  # the default limit: 64 KiB
+    with TestClient(app, headers={"Authorization": f"Bearer {TOKEN}"}) as client:
+        deep = client.post(JOBS, content=b"[" * 10_000 + b"]" * 10_000,
+                           headers={"Content-Type": "application/json"})
+        assert deep.status_code == 400 and "detail" in deep.json()
+        huge = client.post(JOBS, content=b"x" * 10_000_000)
+        assert huge.status_code == 413
+    assert backend.jobs() == []
+
+
 def test_lone_surrogates_are_a_422_not_a_crash(client: TestClient) -> None:
     headers = {"Content-Type": "application/json"}
     for body in (b'{"kind": "update", "spec": {"workers": ["\\ud800"]}}',
