@@ -76,7 +76,8 @@ def test_kill_9_then_restart_resumes_or_interrupts_every_job(tmp_path: Path) -> 
             assert history[0] == "submitted", (kind, history)
             if kind == "update":
                 continue
-            assert job["state"] in ("interrupted", "succeeded"), (kind, job)
+            assert job["state"] in ("interrupted", "succeeded"), (kind, job["state"],
+                                                                  job["reason"], history)
             if job["state"] == "interrupted":
                 assert "cannot resume" in job["reason"] and "interrupted" in history
         assert len(manager.get("/api/v1/jobs")) == len(KINDS)  # nothing duplicated

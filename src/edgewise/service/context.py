@@ -6,6 +6,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -18,10 +19,36 @@ if TYPE_CHECKING:
     from edgewise.cluster.model import Cluster
     from edgewise.runtime.ray_cluster import RayRuntime
 
-__all__ = ["JobRunContext", "StoredLedger"]
+__all__ = ["JobRunContext", "JobTelemetry", "StoredLedger"]
 
 _PROGRESS_EVERY_S = 0.5
-Observe = Callable[[str, str, float], None]
+KEPT_JOBS = 50
+"""Jobs whose latest metrics Prometheus sees (the oldest are dropped: bounded labels)."""
+
+
+@dataclass
+class JobTelemetry:
+    """The latest value of every job metric, and the observers of per-request metrics."""
+
+    latest: dict[str, dict[str, float]] = field(default_factory=dict)
+    observers: list[Callable[[str, str, float], None]] = field(default_factory=list)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def record(self, job_id: str, name: str, value: float) -> None:
+        with self._lock:
+            values = self.latest.pop(job_id, {})
+            values[name] = value
+            self.latest[job_id] = values  # the most recent job last
+            while len(self.latest) > KEPT_JOBS:
+                del self.latest[next(iter(self.latest))]
+
+    def snapshot(self) -> dict[str, dict[str, float]]:
+        with self._lock:
+            return {job: dict(values) for job, values in self.latest.items()}
+
+    def observe(self, job_id: str, name: str, value: float) -> None:
+        for observer in self.observers:
+            observer(job_id, name, value)
 
 
 class StoredLedger(StrikeLedger):
@@ -49,11 +76,11 @@ class JobRunContext:
 
     def __init__(self, job_id: str, *, store: Store, cluster: Cluster,
                  runtime: RayRuntime | None, ledger: StrikeLedger, work_dir: Path,
-                 resumed: bool, live: LiveJobs, latest: dict[str, dict[str, float]],
-                 observe: Observe, summary: dict[str, Any] | None = None) -> None:
+                 resumed: bool, live: LiveJobs, telemetry: JobTelemetry,
+                 summary: dict[str, Any] | None = None) -> None:
         self._job_id, self._store, self._cluster = job_id, store, cluster
         self._runtime, self._ledger, self._work_dir = runtime, ledger, work_dir
-        self._resumed, self._live, self._latest, self._observe = resumed, live, latest, observe
+        self._resumed, self._live, self._telemetry = resumed, live, telemetry
         self.stop_requested = threading.Event()
         self._summary: dict[str, Any] = dict(summary or {})
         self._last_progress = 0.0
@@ -92,9 +119,9 @@ class JobRunContext:
     def metric(self, name: str, value: float, *, step: float | None = None) -> None:
         value = float(value)
         if name in HISTOGRAM_METRICS:
-            self._observe(self._job_id, name, value)
+            self._telemetry.observe(self._job_id, name, value)
             return
-        self._latest.setdefault(self._job_id, {})[name] = value
+        self._telemetry.record(self._job_id, name, value)
         self._store.put_metric(self._job_id, name, value, step)
 
     def progress(self, fraction: float, **summary: float | int | str | None) -> None:

@@ -6,8 +6,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -17,7 +17,6 @@ from edgewise.cluster.model import Cluster
 from edgewise.errors import ConfigError, EdgewiseError, config_error
 from edgewise.runtime.jobs import (
     ACTIVE_STATES,
-    FINAL_STATES,
     JobKind,
     JobStopped,
     JobView,
@@ -25,7 +24,7 @@ from edgewise.runtime.jobs import (
     Planned,
 )
 from edgewise.service.cluster import cluster_summary
-from edgewise.service.context import JobRunContext, StoredLedger
+from edgewise.service.context import JobRunContext, JobTelemetry, StoredLedger
 from edgewise.service.store import JobRow, Store
 
 if TYPE_CHECKING:
@@ -51,16 +50,6 @@ class _Running:
     context: JobRunContext
     thread: threading.Thread
     shutdown: bool = False
-
-
-@dataclass
-class _Telemetry:
-    latest: dict[str, dict[str, float]] = field(default_factory=dict)
-    observers: list[Callable[[str, str, float], None]] = field(default_factory=list)
-
-    def observe(self, job_id: str, name: str, value: float) -> None:
-        for observer in self.observers:
-            observer(job_id, name, value)
 
 
 def view(row: JobRow) -> JobView:
@@ -90,7 +79,7 @@ class JobManager:
         self.max_running = max_running
         self.ledger = StoredLedger(store)
         self.live = LiveJobs()
-        self.telemetry = _Telemetry()
+        self.telemetry = JobTelemetry()
         self._lock = threading.Lock()
         self._running: dict[str, _Running] = {}
         self._closed = False
@@ -242,8 +231,8 @@ class JobManager:
         context = JobRunContext(
             row.id, store=self.store, cluster=self.cluster, runtime=self.runtime,
             ledger=self.ledger, work_dir=self.state_dir / "jobs" / row.id,
-            resumed=row.attempts > 0, live=self.live, latest=self.telemetry.latest,
-            observe=self.telemetry.observe, summary=row.summary)
+            resumed=row.attempts > 0, live=self.live, telemetry=self.telemetry,
+            summary=row.summary)
         thread = threading.Thread(target=self._run, args=(row, context),
                                   name=f"edgewise-{row.id}", daemon=True)
         self._running[row.id] = _Running(context, thread)
@@ -300,4 +289,3 @@ class JobManager:
                                    finished_at=time.time(), summary=ctx.flush())
         if changed:
             store.add_event(job_id, "state", state + (f": {reason}" if reason else ""))
-        assert state in FINAL_STATES

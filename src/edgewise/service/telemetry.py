@@ -95,7 +95,7 @@ class _ManagerCollector(Collector):
         yield family
 
     def _job_metrics(self) -> Iterator[Metric]:
-        latest = dict(self.manager.telemetry.latest)
+        latest = self.manager.telemetry.snapshot()
         kinds = {job: row.kind for job in latest if (row := self.manager.store.job(job))}
         families = {key: GaugeMetricFamily(name, text, labels=["job", "kind"])
                     for key, (name, text) in JOB_GAUGES.items()}
