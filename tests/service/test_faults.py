@@ -38,13 +38,14 @@ def test_a_killed_worker_is_a_fault_a_strike_and_a_replan(manager: ManagerProces
     done = manager.wait_job(job["id"], timeout_s=300)
     assert done["state"] == "succeeded" and done["summary"]["restarts"] >= 1, done
     kinds = [e["kind"] for e in manager.get(f"/api/v1/jobs/{job['id']}/events")]
-    assert "fault" in kinds and "replan" in kinds
+    assert "fault" in kinds and "strike" in kinds and "replan" in kinds
     assert manager.get("/api/v1/strikes")["strikes"]["nano-1"] >= 1
     cluster = [e["kind"] for e in manager.get("/api/v1/events")]
     assert "fault" in cluster and "strike" in cluster
     time.sleep(1.1)  # the exposition is recomputed at most once a second
     events = _samples(manager, "edgewise_events")
     assert events[(("kind", "fault"),)] >= 2  # the injection and the job's own record
+    assert events[(("kind", "strike"),)] >= 2  # the ledger's and the job's
     assert _samples(manager, "edgewise_device_strikes")[(("device", "nano-1"),)] >= 1
 
 

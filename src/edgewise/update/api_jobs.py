@@ -130,7 +130,9 @@ def _events(spec: TrainJobSpec, ctx: JobContext) -> Any:
         elif kind == "interrupted":
             i: Interruption = data["interruption"]
             ctx.event("fault", f"lost {i.member} on {i.device}: {i.reason}", device=i.device,
-                      epoch=i.epoch, strikes=i.strikes)
+                      epoch=i.epoch)
+            ctx.event("strike", f"{i.device}: strike {i.strikes}", device=i.device,
+                      strikes=i.strikes)
         elif kind == "restart":
             excluded = data.get("excluded")
             ctx.event("replan", f"restart {data['restart']}: re-planned on "
