@@ -19,7 +19,6 @@ from edgewise.runtime.jobs import JobContext
 
 __all__ = ["OwnStream", "PipelineBusy", "PipelineServer", "serve"]
 
-_REPORT_EVERY_S = 1.0
 
 
 class PipelineBusy(EdgewiseError):
@@ -104,28 +103,24 @@ class PipelineServer:
 
 @dataclass
 class _Meter:
-    """Throughput and latency per reporting interval, as job metrics."""
+    """Throughput and latency of each batch through the pipeline, as job metrics."""
 
     ctx: JobContext
     started: float = field(default_factory=time.monotonic)
-    window_start: float = field(default_factory=time.monotonic)
-    latencies: list[float] = field(default_factory=list)
     total: int = 0
 
-    def add(self, results: list[Result]) -> None:
+    def add(self, results: list[Result], seconds: float) -> None:
         for r in results:
             self.ctx.metric("request_latency_s", r.latency_s)
-            self.latencies.append(r.latency_s)
         self.total += len(results)
-        now = time.monotonic()
-        if now - self.window_start >= _REPORT_EVERY_S and self.latencies:
-            step = round(now - self.started, 3)
-            self.ctx.metric("throughput_rps", len(self.latencies) / (now - self.window_start),
-                            step=step)
-            p50, p99 = np.percentile(self.latencies, [50, 99])
-            self.ctx.metric("latency_p50_s", float(p50), step=step)
-            self.ctx.metric("latency_p99_s", float(p99), step=step)
-            self.window_start, self.latencies = now, []
+        if not results:
+            return
+        step = round(time.monotonic() - self.started, 3)
+        if seconds > 0:
+            self.ctx.metric("throughput_rps", len(results) / seconds, step=step)
+        p50, p99 = np.percentile([r.latency_s for r in results], [50, 99])
+        self.ctx.metric("latency_p50_s", float(p50), step=step)
+        self.ctx.metric("latency_p99_s", float(p99), step=step)
 
 
 @dataclass(frozen=True)
@@ -157,6 +152,7 @@ def serve(dispatcher: Dispatcher, cuts: tuple[int, ...], server: PipelineServer,
             ctx.event("model-switch", f"switched to model version {dispatcher.version} "
                       f"after {meter.total} results; nothing dropped", version=dispatcher.version)
         batch = server.take(dispatcher.window * 2)
+        began = time.monotonic()
         if batch:
             outs = list(dispatcher.run([x for w in batch for x in w.inputs]))
             at = 0
@@ -173,7 +169,7 @@ def serve(dispatcher: Dispatcher, cuts: tuple[int, ...], server: PipelineServer,
                 break
             server.idle(0.2)
             continue
-        meter.add(outs)
+        meter.add(outs, time.monotonic() - began)
         if dispatcher.restarts > restarts:
             ctx.event("restart", f"stage restarts: {dispatcher.restarts}; pending requests "
                       f"re-sent ({dispatcher.resends} so far)", restarts=dispatcher.restarts)
