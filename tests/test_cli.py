@@ -18,7 +18,7 @@ from edgewise import __version__
 from edgewise.cli import app
 from edgewise.cluster.catalog import catalog
 from edgewise.cluster.schema import load_cluster
-from edgewise.runtime.ray_cluster import ray_start_line
+from edgewise.runtime.ray_cluster import head_device, head_start_line, ray_start_line
 
 EXAMPLES = sorted((Path(__file__).parents[1] / "examples").glob("*.yaml"))
 THREE_NANOS = Path(__file__).parents[1] / "examples" / "three-nanos.yaml"
@@ -116,15 +116,21 @@ def test_cluster_types_lists_every_catalog_type() -> None:
     assert listed == set(catalog())
 
 
-def test_join_lines_prints_a_ray_start_line_per_device() -> None:
+def test_join_lines_prints_the_heads_line_and_a_ray_start_line_per_other_device() -> None:
     cluster = load_cluster(THREE_NANOS)
+    head = head_device(cluster)
 
     result = runner.invoke(app, ["cluster", "join-lines", str(THREE_NANOS), "--head", "h:1"])
 
     assert result.exit_code == 0
     assert result.stdout.count("ray start") == len(cluster.devices)
+    assert head_start_line(head, 1) in _flat(result.stdout)
     for d in cluster.devices:
-        assert ray_start_line(d, "h:1") in _flat(result.stdout)
+        if d != head:
+            assert ray_start_line(d, "h:1") in _flat(result.stdout)
+    # token authentication (Ray 2.x): every node gets the mode and the head's token
+    assert result.stdout.count("export RAY_AUTH_MODE=token") == len(cluster.devices)
+    assert "ray get-auth-token --generate" in result.stdout and "auth_token" in result.stdout
 
 
 def test_join_lines_are_not_wrapped_when_piped(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -134,9 +140,10 @@ def test_join_lines_are_not_wrapped_when_piped(monkeypatch: pytest.MonkeyPatch) 
     result = runner.invoke(app, ["cluster", "join-lines", str(THREE_NANOS)])
 
     lines = result.stdout.splitlines()
+    head = head_device(cluster)
     assert result.exit_code == 0
-    assert [ln for ln in lines if ln.startswith("ray start")] == [
-        ray_start_line(d) for d in cluster.devices
+    assert [ln for ln in lines if ln.startswith("ray start")] == [head_start_line(head)] + [
+        ray_start_line(d) for d in cluster.devices if d != head
     ]
 
 
@@ -239,7 +246,7 @@ def test_serve_refuses_a_non_loopback_host_before_starting_anything() -> None:
 
 @pytest.mark.parametrize("args", [["bench", "srole", "--quick", "--plots"],
                                   ["bench", "ekya", "--quick", "--plots"],
-                                  ["bench", "deep-edge", "--experiments", "1", "--histogram"],
+                                  ["bench", "deep-edge", "--experiments", "1", "--plots"],
                                   ["profile", "--quick", "--output"],
                                   ["update", "fit", "README.md", "--device-type", "jetson-nano",
                                    "--output"]])

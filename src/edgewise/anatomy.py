@@ -8,7 +8,10 @@ Each problem package ``edgewise.<name>`` offers, under these names:
 - ``sim.simulate(problem, policy, *, seed) -> Outcome``: deterministic for a seed; the
   outcome keeps wall-clock figures apart in its ``timings`` (:class:`Outcome`);
 - ``run.execute(runtime, problem, plan, ...)``: carries the plan a policy made out on a Ray
-  cluster (emulated, testbed or real devices) (:class:`Executor`);
+  cluster (emulated, testbed or real devices) (:class:`Executor`); where the plans depend
+  on what the run itself measures (:data:`ONLINE_EXECUTORS`: Ekya re-plans every window
+  from the micro-profiles of that window's frames), the executor takes the policy instead
+  and calls it at each decision point;
 - ``bench.SPEC``: its headline experiment as an ``edgewise.bench.BenchSpec``.
 
 Like Flower's Strategy, a policy never runs the loop: the simulator or the executor does,
@@ -22,10 +25,16 @@ from typing import Any, Protocol, TypeVar, runtime_checkable
 
 import numpy as np
 
-__all__ = ["PROBLEMS", "Executor", "OnlinePolicy", "Outcome", "Policy", "Simulate"]
+__all__ = [
+    "ONLINE_EXECUTORS", "PROBLEMS", "Executor", "OnlinePolicy", "Outcome", "Policy", "Simulate",
+]
 
 PROBLEMS = ("update", "pipeline", "continual", "sites", "modelparallel")
 """The five problem packages, in the order of the papers' issues."""
+
+ONLINE_EXECUTORS = ("continual",)
+"""Problems whose executor takes the policy (plans made during the run, from what it
+measures) rather than a plan made beforehand."""
 
 ProblemT = TypeVar("ProblemT", contravariant=True)
 PlanT = TypeVar("PlanT", covariant=True)

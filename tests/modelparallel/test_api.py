@@ -31,7 +31,8 @@ def test_a_round_of_placements_is_shielded(client: TestClient) -> None:
     assert len(placed["jobs"]) == 3  # three jobs per cluster of five nodes
     for job in placed["jobs"]:
         assert len(job["proposed"]) == len(job["executed"]) > 0
-        assert all(0 <= node < 5 for node in job["executed"]) and job["jct_s"] > 0
+        assert all(0 <= node < 5 for node in job["executed"])
+        assert job["failed"] or job["jct_s"] > 0
     assert placed["collisions_after_shield"] <= placed["collisions"]
 
 
@@ -46,7 +47,8 @@ def test_the_cluster_as_an_edge_network(cluster: Cluster) -> None:
     assert [n.name for n in network.nodes] == list(cluster.device_names)
     assert all(n.memory_mb == 1000.0 for n in network.nodes)
     assert max(n.cpu for n in network.nodes) == 1.0  # the fastest device: one host core
-    assert network.bandwidth_mbps[0, 2] == 100.0  # the explicit tx2–ps link
+    links = [n.bandwidth_mbps for n in network.nodes]
+    assert links[0] == links[2] == 100.0 < links[1]  # the explicit tx2–ps link is the slowest
     assert network.candidates(0) == (0, 1, 2)  # one cluster, all in range
     stretched = cluster_network(cluster, {"tx2": 2.0, "nano": 4.0, "ps": 8.0}, None)
     assert [n.cpu for n in stretched.nodes] == [0.5, 0.25, 0.125]

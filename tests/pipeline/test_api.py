@@ -129,7 +129,7 @@ def client(backend: JobManager, tmp_path: Path) -> Iterator[TestClient]:
         yield c
 
 
-@pytest.mark.parametrize("policy", ["bottleneck-dp", "seifer", "exact"])
+@pytest.mark.parametrize("policy", ["bottleneck-search", "seifer", "exact"])
 def test_plans_cover_the_chain_once_within_memory(client: TestClient, policy: str) -> None:
     body = {"model": "digits-cnn", "policy": policy, "on": "random", "nodes": 5,
             "memory_mb": 0.2, "seed": 3}

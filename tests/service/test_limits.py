@@ -109,7 +109,7 @@ def test_the_api_answers_413_naming_the_limit(client: TestClient) -> None:
 
 
 def test_a_planning_request_runs_in_a_child_and_answers(client: TestClient) -> None:
-    body = {"model": "digits-cnn", "policy": "bottleneck-dp", "on": "cluster",
+    body = {"model": "digits-cnn", "policy": "bottleneck-search", "on": "cluster",
             "memory_mb": 0.15}
     response = client.post("/api/v1/pipeline/plan", json=body)
     assert response.status_code == 200, response.text

@@ -45,7 +45,7 @@ def test_simulate_matches_the_simulator(client: TestClient) -> None:
                            json={"scenario": _scenario(), "policy": "okita"})
     assert response.status_code == 200, response.text
     body = response.json()
-    expected = simulate(load_scenario(SMALL), "okita", 0)
+    expected = simulate(load_scenario(SMALL), "okita", seed=0)
     assert body["total_cost"] == pytest.approx(expected.total_cost)
     assert body["makespan"] == expected.makespan
     assert body["completion"] == expected.completion
@@ -57,7 +57,7 @@ def test_plan_lists_every_entry_with_site_names(client: TestClient) -> None:
     response = client.post("/api/v1/sites/plan", json={"scenario": _scenario(), "policy": "fifo"})
     assert response.status_code == 200, response.text
     body = response.json()
-    plan = simulate(load_scenario(SMALL), "fifo", 0).plan
+    plan = simulate(load_scenario(SMALL), "fifo", seed=0).plan
     assert len(body["entries"]) == len(plan.entries)
     first = body["entries"][0]
     assert set(first["workers"]) <= {"edge-a", "edge-b", "edge-c"}

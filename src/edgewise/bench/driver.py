@@ -28,7 +28,8 @@ def load_part(path: str) -> Callable[..., Any]:
 
 
 def _plots(spec: BenchSpec, figures: Figures, folder: Path) -> Figures:
-    """The spec's plots, drawn with matplotlib's file backend (no display needed)."""
+    """The spec's plots, drawn with matplotlib's file backend (no display needed); they see
+    the figures and, under ``timings``, the wall-clock figures measured so far."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -53,7 +54,7 @@ def run_bench(spec: BenchSpec, *, seed: int = 0, quick: bool = False,
     figures: Figures = {} if spec.simulated is None else load_part(spec.simulated)(ctx)
     if spec.plots is not None and plots_dir is not None:
         progress("plots", split)
-        figures.update(_plots(spec, figures, plots_dir))
+        figures.update(_plots(spec, {**figures, "timings": dict(timings)}, plots_dir))
     if real:
         assert spec.real is not None
         ctx.progress = within(progress, split, 1.0)

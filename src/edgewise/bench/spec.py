@@ -18,12 +18,13 @@ Figures = dict[str, Any]
 
 @dataclass(frozen=True, slots=True)
 class BenchOption:
-    """A benchmark's own command-line option (``--name``), beside the kit's shared ones."""
+    """A benchmark's own command-line option (``--name``), beside the kit's shared ones;
+    ``kind="bool"`` is a flag ``--name`` (no value; absent means ``default``, False)."""
 
     name: str
-    default: int | float | str | None
+    default: int | float | str | bool | None
     help: str
-    kind: Literal["int", "float", "str", "path"] = "int"
+    kind: Literal["int", "float", "str", "path", "bool"] = "int"
     minimum: float | None = None
     maximum: float | None = None
 

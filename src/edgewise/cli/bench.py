@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import inspect
 import json
-from collections.abc import Callable
+import os
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -31,11 +34,43 @@ BENCHES: dict[str, str] = {
 }
 """Benchmark name → its spec (``"module:NAME"``)."""
 
+LISTING: dict[str, str] = {
+    "runtime": "Real training on the emulated cluster: accuracy, parameter-server scaling, "
+               "transport.",
+    "deep-edge": "Deep-Edge §V-C: deep-edge vs fair on random testbed experiments.",
+    "seifer": "SEIFER §6.1: partition-and-placement policies over the model zoo, and a real "
+              "pipeline.",
+    "ekya": "Ekya §6: thief vs uniform over streams and accelerators, and real windows.",
+    "okita": "Okita §V: online schedulers vs the offline optimum, and a real run.",
+    "srole": "SROLE §V: job completion time, collisions and shield overhead of the methods.",
+}
+"""One line per benchmark for ``edgewise bench --help``, so that listing them imports no
+spec (specs import torch or Ray); the command's own help is its spec's title."""
+
+
+
+def _real_command(name: str) -> Any:
+    """The click command of benchmark ``name``, built from its spec (imported now)."""
+    one = typer.Typer(add_completion=False)
+    one.command(name)(command(load_object(BENCHES[name])))
+    built = typer.main.get_command(one)
+    built.name = name
+    return built
+
+
+class _Listed(typer.core.TyperCommand):
+    """A benchmark as listed: its name and one line; called, it becomes the real command
+    (the spec is imported only then)."""
+
+    def make_context(self, info_name: str | None, args: list[str], parent: Any = None,
+                     **extra: Any) -> Any:
+        assert self.name is not None
+        return _real_command(self.name).make_context(info_name, args, parent=parent, **extra)
 
 
 class _LazyBenches(typer.core.TyperGroup):
-    """Builds a benchmark's command only when it is called (or listed by ``--help``), so
-    ``edgewise bench NAME`` imports NAME's spec and no other."""
+    """``edgewise bench NAME`` imports NAME's spec and no other; ``edgewise bench --help``
+    imports none (the listing comes from LISTING)."""
 
     def list_commands(self, ctx: Any) -> list[str]:
         return list(BENCHES)
@@ -43,17 +78,17 @@ class _LazyBenches(typer.core.TyperGroup):
     def get_command(self, ctx: Any, cmd_name: str) -> Any:
         if cmd_name not in BENCHES:
             return None
-        one = typer.Typer(add_completion=False)
-        one.command(cmd_name)(command(load_object(BENCHES[cmd_name])))
-        built = typer.main.get_command(one)
-        built.name = cmd_name
-        return built
+        return _Listed(name=cmd_name, help=LISTING.get(cmd_name), short_help=LISTING.get(cmd_name))
 
 
-app = typer.Typer(cls=_LazyBenches, no_args_is_help=True,
-                  help="Benchmarks; each prints a table, or one JSON object with --json.")
+app = typer.Typer(cls=_LazyBenches, no_args_is_help=True)
 
-_TYPES: dict[str, type] = {"int": int, "float": float, "str": str, "path": Path}
+
+@app.callback()
+def _benchmarks() -> None:
+    """Benchmarks; each prints a table, or one JSON object with --json."""
+
+_TYPES: dict[str, type] = {"int": int, "float": float, "str": str, "path": Path, "bool": bool}
 
 
 def emit(figures: Figures, as_json: bool, title: str) -> None:
@@ -69,6 +104,24 @@ def emit(figures: Figures, as_json: bool, title: str) -> None:
     out.print(table)
 
 
+@contextmanager
+def _stdout_to_stderr(active: bool) -> Iterator[None]:
+    """While ``active``, everything written to file descriptor 1 (libraries print banners
+    from C, e.g. HiGHS) goes to stderr, so that ``--json`` prints only the one object."""
+    if not active:
+        yield
+        return
+    sys.stdout.flush()
+    saved = os.dup(1)
+    try:
+        os.dup2(2, 1)
+        yield
+    finally:
+        sys.stdout.flush()
+        os.dup2(saved, 1)
+        os.close(saved)
+
+
 def _with_bar(label: str, run: Callable[[Callable[[str, float], None]], Figures]) -> Figures:
     """Run one benchmark behind a transient progress bar on stderr."""
     with Progress(TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn(),
@@ -79,6 +132,10 @@ def _with_bar(label: str, run: Callable[[Callable[[str, float], None]], Figures]
 
 def _own(option: BenchOption) -> inspect.Parameter:
     flag = "--" + option.name.replace("_", "-")
+    if option.kind == "bool":  # a flag: --name, no --no-name
+        return inspect.Parameter(option.name, inspect.Parameter.KEYWORD_ONLY, annotation=bool,
+                                 default=typer.Option(bool(option.default), flag,
+                                                      help=option.help))
     default = typer.Option(option.default, flag, help=option.help, min=option.minimum,
                            max=option.maximum)
     kind = _TYPES[option.kind]
@@ -116,10 +173,11 @@ def command(spec: BenchSpec) -> Callable[..., None]:
         if spec.plots is not None:
             chosen = kwargs.get("plots") or state_dir() / "bench" / spec.name
             folder = writable_folder(chosen, "--plots")
-        figures = _with_bar(spec.name, lambda progress: run_bench(
-            spec, seed=kwargs["seed"], quick=kwargs.get("quick", False),
-            include_real=kwargs.get("real", True), plots_dir=folder,
-            options={k: kwargs[k] for k in own}, progress=progress))
+        with _stdout_to_stderr(kwargs["as_json"]):
+            figures = _with_bar(spec.name, lambda progress: run_bench(
+                spec, seed=kwargs["seed"], quick=kwargs.get("quick", False),
+                include_real=kwargs.get("real", True), plots_dir=folder,
+                options={k: kwargs[k] for k in own}, progress=progress))
         emit(figures, kwargs["as_json"], f"edgewise bench {spec.name}")
 
     run.__signature__ = inspect.Signature([*_shared(spec), *map(_own, spec.options)])  # type: ignore[attr-defined]

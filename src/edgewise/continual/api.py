@@ -28,7 +28,7 @@ from edgewise.continual.problem import (
     RetrainOption,
     StreamState,
 )
-from edgewise.continual.run import RunSettings, WindowResult, run_continual
+from edgewise.continual.run import LiveProblem, RunSettings, WindowResult, execute
 from edgewise.errors import ConfigError
 from edgewise.nn.streams import digits_streams
 from edgewise.runtime.jobs import (
@@ -159,8 +159,8 @@ def _execute(spec: ContinualJobSpec, planned: Planned, ctx: JobContext) -> dict[
                      window_accuracy=result.mean_accuracy)
         ctx.check_stop()
 
-    run_continual(ctx.runtime, streams, spec.policy, spec.windows, settings, progress=progress,
-                  device=planned.payload)
+    problem = LiveProblem(tuple(streams), spec.windows, settings, device=planned.payload)
+    execute(ctx.runtime, problem, spec.policy, progress=progress)
     return {"window": len(accuracies), "mean_accuracy": float(np.mean(accuracies))}
 
 

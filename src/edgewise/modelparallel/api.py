@@ -23,7 +23,7 @@ from edgewise.modelparallel.api_schemas import (
 from edgewise.modelparallel.models import srole_models
 from edgewise.modelparallel.network import random_network
 from edgewise.modelparallel.policies import get_method
-from edgewise.modelparallel.problem import EdgeNetwork, EdgeNode, Job, Placement
+from edgewise.modelparallel.problem import EdgeNetwork, EdgeNode, Job, TaskPlacement
 from edgewise.modelparallel.realbench import (
     bench_model,
     digits_batches,
@@ -31,8 +31,9 @@ from edgewise.modelparallel.realbench import (
     sequential_levels,
     srole_placement,
 )
+from edgewise.modelparallel.rounds import random_round
 from edgewise.modelparallel.run import ModelParallelTrainer, stage_runs
-from edgewise.modelparallel.sim import play_round, pretrain, random_round
+from edgewise.modelparallel.training import play_round, pretrain
 from edgewise.nn.data import digits_split
 from edgewise.runtime.jobs import ApiContext, JobContext, JobKind, Planned, ProblemApi
 
@@ -51,8 +52,10 @@ def place_request(request: PlaceRequest) -> PlaceResponse:
     res = play_round(method, rnd, [agent.copy() for _ in range(net.n)], rng, explore=False,
                      learn=False)
     jobs = [JobPlacement(job=j.name, origin=j.origin, proposed=list(p.nodes),
-                         executed=list(e.nodes), jct_s=float(t))
-            for j, p, e, t in zip(rnd.jobs, res.proposed, res.executed, res.jct_s, strict=True)]
+                         executed=list(e.nodes), jct_s=None if failed else float(t),
+                         failed=bool(failed))
+            for j, p, e, t, failed in zip(rnd.jobs, res.proposed, res.executed, res.jct_s,
+                                          res.failed, strict=True)]
     return PlaceResponse(method=request.method, jobs=jobs, collisions=res.collisions,
                          collisions_after_shield=res.collisions_after,
                          shield_corrections=res.corrected,
@@ -77,16 +80,21 @@ def router(context: ApiContext) -> APIRouter:
 def cluster_network(cluster: Cluster, stretch: dict[str, float] | None,
                     memory_cap_mb: float | None) -> EdgeNetwork:
     """The cluster as SROLE's edge network: one node per device, its CPU the share of a host
-    core it computes at (1 / its emulation stretch), its memory (at most the cap), the
-    cluster's bandwidths; one cluster, every node in range of every other."""
+    core it computes at (1 / its emulation stretch), its memory (at most the cap), its link
+    the slowest of the cluster's links from it; one cluster, every node in range of every
+    other."""
     fastest = max(d.speed for d in cluster.devices)
     cap = memory_cap_mb if memory_cap_mb is not None else math.inf
-    nodes = tuple(EdgeNode(d.name, 1.0 / stretch[d.name] if stretch else d.speed / fastest,
-                           float(min(d.memory_mb, cap))) for d in cluster.devices)
     names = cluster.device_names
-    bandwidth = np.array([[1e3 if a == b else cluster.link(a, b).bandwidth_mbps
-                           for b in names] for a in names])
-    return EdgeNetwork(nodes, bandwidth)
+
+    def link_mbps(device: str) -> float:
+        others = [cluster.link(device, o).bandwidth_mbps for o in names if o != device]
+        return min(others) if others else cluster.default_link.bandwidth_mbps
+
+    nodes = tuple(EdgeNode(d.name, 1.0 / stretch[d.name] if stretch else d.speed / fastest,
+                           float(min(d.memory_mb, cap)), link_mbps(d.name))
+                  for d in cluster.devices)
+    return EdgeNetwork(nodes)
 
 
 def _origin(spec: ModelParallelJobSpec, cluster: Cluster) -> int:
@@ -126,7 +134,7 @@ def _plan(spec: ModelParallelJobSpec, ctx: JobContext) -> Planned:
 
 
 def _trainer(spec: ModelParallelJobSpec, ctx: JobContext, model: Any, job: Job,
-             network: EdgeNetwork, placement: Placement) -> ModelParallelTrainer:
+             network: EdgeNetwork, placement: TaskPlacement) -> ModelParallelTrainer:
     """One stage actor per run of partitions on one device, reserving their memory."""
     cuts, memory = sequential_levels(model), [max(1, math.ceil(p.memory_mb))
                                               for p in job.partitions]

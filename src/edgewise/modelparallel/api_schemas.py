@@ -37,13 +37,14 @@ class PlaceRequest(BaseModel):
 
 class JobPlacement(BaseModel):
     """A job's partitions: where its agent proposed them, where the shield executed them,
-    and its job completion time."""
+    and its job completion time (None: the job failed, out of memory)."""
 
     job: str
     origin: int
     proposed: list[int]
     executed: list[int]
-    jct_s: float
+    jct_s: float | None
+    failed: bool = False
 
 
 class PlaceResponse(BaseModel):

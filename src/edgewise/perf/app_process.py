@@ -35,6 +35,7 @@ class BackgroundApp:
         self.receiver: ReceiverStats | None = None
         self._final: AppStats | None = None
         self._ready, self._done = threading.Event(), threading.Event()
+        self._recorded = threading.Condition()
         self._started = False
         self.process.start()
         child.close()
@@ -51,7 +52,9 @@ class BackgroundApp:
                 self._started = True
                 if data[:1] == b"R":
                     release, exec_ms, met = _RECORD.unpack(data[1:])
-                    self.records.append((release, exec_ms, bool(met)))
+                    with self._recorded:
+                        self.records.append((release, exec_ms, bool(met)))
+                        self._recorded.notify_all()
                 elif data[:1] == b"S":
                     final = json.loads(data[1:])
                     self._final = AppStats(**final["app"])
@@ -62,6 +65,11 @@ class BackgroundApp:
         finally:
             self._ready.set()
             self._done.set()
+
+    def wait_for_periods(self, n: int, timeout_s: float) -> bool:
+        """Block until ``n`` periods have been recorded (True) or ``timeout_s`` passed."""
+        with self._recorded:
+            return self._recorded.wait_for(lambda: len(self.records) >= n, timeout_s)
 
     def exec_ms_between(self, t0: float, t1: float) -> list[float]:
         """Execution times (ms) of the periods released in [t0, t1] (``time.monotonic``)."""
@@ -97,7 +105,8 @@ def _app_main(conn: Connection, params: dict[str, float], duration_s: float,
     conn.send_bytes(b"K")
     stats = app.run(duration_s, stop, lambda r, e, m: conn.send_bytes(
         b"R" + _RECORD.pack(r, e, m)))
-    final = {"app": asdict(stats), "receiver": asdict(receiver.stop())}
+    # every processed period sent one frame: wait for them rather than for a quiet socket
+    final = {"app": asdict(stats), "receiver": asdict(receiver.stop(stats.processed))}
     conn.send_bytes(b"S" + json.dumps(final).encode())
     conn.close()
 

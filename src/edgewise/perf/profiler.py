@@ -158,6 +158,20 @@ def _sampled(period_s: float = 0.05) -> Iterator[list[State]]:
         thread.join()
 
 
+APP_WAIT_S = 30.0  # longest a sample trains on waiting for the app to finish a period
+
+
+def _keep_training(t0: float, step_s: float, steps: int, app: BackgroundApp | None) -> bool:
+    """Train on until ``step_s`` passed and 3 steps ran, and until the app has finished a
+    period released during the sample (its records arrive after each period ends; on a
+    loaded host a 0.3 s sample may see none), for at most APP_WAIT_S more."""
+    elapsed = time.monotonic() - t0
+    if elapsed < step_s or steps < 3:
+        return True
+    return app is not None and not app.exec_ms_between(t0, time.monotonic()) \
+        and elapsed < step_s + APP_WAIT_S
+
+
 def _measure(trainer: _Trainer, batch: int, step_s: float,
              app: BackgroundApp | None) -> dict[str, float]:
     """One sample's measured values (all but the identifying columns)."""
@@ -168,7 +182,7 @@ def _measure(trainer: _Trainer, batch: int, step_s: float,
     updates: list[float] = []
     t0 = time.monotonic()
     with _sampled() as states:
-        while time.monotonic() - t0 < step_s or len(computes) < 3:
+        while _keep_training(t0, step_s, len(computes), app):
             compute_s, update_s = trainer.step(batch)
             computes.append(compute_s)
             updates.append(update_s)

@@ -18,7 +18,7 @@ MAX_INFER_INPUTS = 64
 INPUT_VALUES = 64
 """A request is one 8×8 grey image (the digits CNN's input), 64 values in row order."""
 
-PolicyName = Literal["seifer", "bottleneck-dp", "joint-greedy", "random", "exact"]
+PolicyName = Literal["seifer", "bottleneck-search", "joint-greedy", "random", "exact"]
 DeviceName = Annotated[str, StringConstraints(min_length=1, max_length=128)]
 Pixel = Annotated[float, Field(ge=-1e3, le=1e3)]
 _STRICT = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
@@ -31,7 +31,7 @@ class PipelineJobSpec(BaseModel):
     switching to a new model version after ``switch_after`` requests (nothing dropped)."""
 
     model_config = _STRICT
-    policy: PolicyName = "bottleneck-dp"
+    policy: PolicyName = "bottleneck-search"
     devices: list[DeviceName] | None = Field(
         default=None, min_length=1, max_length=MAX_NODES,
         description="devices the stages may use; default: every device but the dispatcher's")

@@ -209,7 +209,9 @@ def _attempts(job: _Job, plan: TrainPlan, store: Any, monitor: Any, replan: Repl
         except Interrupted as lost:
             job.interrupted(lost)
             attempt.teardown()
-            healthy = runtime.cluster.without(ledger.struck_out(runtime.cluster.device_names))
+            # struck out, or gone for now (dead or unreachable): a plan on them would hang
+            excluded = ledger.struck_out(runtime.cluster.device_names) | runtime.lost_devices()
+            healthy = runtime.cluster.without(excluded)
             plan = replan(healthy, n_samples, plan)
             job.events("restart", {"restart": restart + 1, "plan": plan})
         finally:

@@ -10,13 +10,15 @@ import numpy as np
 import ray
 from ray.exceptions import RayError
 
+from edgewise.cluster.model import Link
 from edgewise.runtime.monitor import MONITOR_NAME, HealthMonitor
 from edgewise.runtime.plan import TrainConfig, TrainPlan
 from edgewise.runtime.ps import ParameterServer
 from edgewise.runtime.ray_cluster import RayRuntime
 from edgewise.runtime.worker import Worker
 
-__all__ = ["Attempt", "Interrupted", "await_all", "launch", "monitor_handle"]
+__all__ = ["Attempt", "Interrupted", "MemberSpec", "await_all", "launch", "monitor_handle",
+           "start_ps", "start_worker"]
 
 
 class Interrupted(Exception):
@@ -59,24 +61,66 @@ def monitor_handle(runtime: RayRuntime, heartbeat_s: float) -> Any:
         heartbeat_s)
 
 
+@dataclass(frozen=True, slots=True)
+class MemberSpec:
+    """How every member of a run (its parameter server and its workers) is built: the model
+    and its seed, the optimiser, the transport's compression, the memory reserved per actor
+    and the heartbeat period."""
+
+    model: str
+    seed: int
+    optimizer: str
+    learning_rate: float
+    momentum: float
+    compression: str
+    memory_mb: int
+    heartbeat_s: float
+
+    @staticmethod
+    def of(config: TrainConfig) -> MemberSpec:
+        """The members of a training-engine run."""
+        return MemberSpec(config.model, config.seed, config.optimizer, config.learning_rate,
+                          config.momentum, config.compression, config.worker_memory_mb,
+                          config.heartbeat_s)
+
+
+def start_ps(runtime: RayRuntime, spec: MemberSpec, device: str, name: str,
+             validation: bytes, checkpoint: bytes | None = None) -> Any:
+    """A parameter server called ``name`` pinned to ``device``, restored from ``checkpoint``
+    when one is given (a new attempt, or a server moved to another device)."""
+    options = runtime.actor_options(device, spec.memory_mb, name)
+    return ParameterServer.options(**options).remote(  # type: ignore[attr-defined]
+        spec.model, spec.seed, spec.optimizer, spec.learning_rate, spec.momentum,
+        runtime.stretch[device], validation, checkpoint, spec.compression)
+
+
+def start_worker(runtime: RayRuntime, spec: MemberSpec, device: str, name: str, *, ps: Any,
+                 ps_link: Link, store_link: Link, batch_size: int, monitor: Any,
+                 sync: bool) -> Any:
+    """A worker called ``name`` pinned to ``device``, talking to ``ps`` and to its data store
+    over the given (emulated) links; it loads its shard when told to."""
+    options = runtime.actor_options(device, spec.memory_mb, name)
+    return Worker.options(**options).remote(  # type: ignore[attr-defined]
+        name, device, spec.model, spec.seed, batch_size, runtime.stretch[device],
+        runtime.cluster.device(device).memory_mb, ps, ps_link, store_link, monitor,
+        spec.heartbeat_s, sync, spec.compression)
+
+
 def launch(runtime: RayRuntime, config: TrainConfig, plan: TrainPlan, job_id: str,
            attempt: int, monitor: Any, store: Any, positions: dict[str, np.ndarray],
            validation: bytes, checkpoint: bytes | None, events: Any) -> Attempt:
     """Start the parameter server and one worker per planned device; ship the shards."""
-    cluster, mem = runtime.cluster, config.worker_memory_mb
+    spec = MemberSpec.of(config)
     ps_name = f"ps-{job_id}-{attempt}"
-    ps = ParameterServer.options(**runtime.actor_options(plan.ps_device, mem, ps_name)).remote(  # type: ignore[attr-defined]
-        config.model, config.seed, config.optimizer, config.learning_rate, config.momentum,
-        runtime.stretch[plan.ps_device], validation, checkpoint, config.compression)
+    ps = start_ps(runtime, spec, plan.ps_device, ps_name, validation, checkpoint)
     run = Attempt(plan, ps, ps_name, {}, monitor)
     for w in plan.workers:
         name = f"worker-{job_id}-{attempt}-{w}"
         run.names[w] = name
-        run.workers[w] = Worker.options(**runtime.actor_options(w, mem, name)).remote(  # type: ignore[attr-defined]
-            name, w, config.model, config.seed, plan.batch_sizes[w], runtime.stretch[w],
-            cluster.device(w).memory_mb, ps, cluster.link(w, plan.ps_device),
-            cluster.link(w, plan.store_device), monitor, config.heartbeat_s,
-            config.mode == "sync", config.compression)
+        run.workers[w] = start_worker(
+            runtime, spec, w, name, ps=ps, ps_link=runtime.transport_link(w, plan.ps_device),
+            store_link=runtime.transport_link(w, plan.store_device),
+            batch_size=plan.batch_sizes[w], monitor=monitor, sync=config.mode == "sync")
     loads = {w: h.load_shard.remote(store, positions[w]) for w, h in run.workers.items()}
     try:
         await_all(run, loads, config.heartbeat_s, events)

@@ -29,7 +29,7 @@ from edgewise.sites.api_schemas import (
     SitesRequest,
 )
 from edgewise.sites.problem import SitesProblem
-from edgewise.sites.run import SiteRunConfig, SlotRecord, run_plan
+from edgewise.sites.run import SiteRunConfig, SlotRecord, execute
 from edgewise.sites.scenario import default_scenario, scenario_from_dict
 from edgewise.sites.sim import plan_schedule, simulate
 from edgewise.sites.sitemap import site_devices
@@ -56,13 +56,13 @@ def _problem(request: SitesRequest) -> SitesProblem:
 
 def simulate_request(request: SitesRequest) -> SimulateResponse:
     """Simulate the request's policy on its scenario."""
-    result = simulate(_problem(request), request.policy, request.seed)
+    result = simulate(_problem(request), request.policy, seed=request.seed)
     return SimulateResponse(
         policy=result.policy, total_cost=result.total_cost, latency_cost=result.cost.latency,
         data_transfer_cost=result.cost.data_transfer,
         parameter_exchange_cost=result.cost.parameter_exchange, makespan=result.makespan,
         completion=dict(result.completion), unfinished=list(result.unfinished),
-        slots_run=result.slots_run, policy_seconds=result.runtime_s)
+        slots_run=result.slots_run, policy_seconds=result.timings["decision_seconds"])
 
 
 def plan_request(request: SitesRequest) -> PlanResponse:
@@ -70,7 +70,7 @@ def plan_request(request: SitesRequest) -> PlanResponse:
     problem = _problem(request)
     names = [s.name for s in problem.sites]
     started = time.perf_counter()
-    result = simulate(problem, request.policy, request.seed)
+    result = simulate(problem, request.policy, seed=request.seed)
     entries = [PlanEntry(
         slot=e.slot, job=e.job, ps_site=names[e.ps_site],
         workers={names[r]: y for r, y in enumerate(e.workers) if y},
@@ -138,7 +138,7 @@ def _check(spec: SitesJobSpec, cluster: Cluster) -> None:
 
 def _plan(spec: SitesJobSpec, ctx: JobContext) -> Planned:
     problem = _scenario(spec, ctx.cluster)
-    plan = plan_schedule(problem, spec.policy, spec.seed)
+    plan = plan_schedule(problem, spec.policy, seed=spec.seed)
     site_devices(ctx.cluster, problem, plan)  # ConfigError if a site lacks devices
     names = [s.name for s in problem.sites]
     rows = [[e.slot, e.job, names[e.ps_site],
@@ -181,7 +181,7 @@ def _execute(spec: SitesJobSpec, planned: Planned, ctx: JobContext) -> dict[str,
     problem, plan = planned.payload
     config = SiteRunConfig(seed=spec.seed, epochs_per_slot=spec.epochs_per_slot)
     total = sum(e.chunks for e in plan.entries)
-    run = run_plan(ctx.runtime, problem, plan, config, events=_events(ctx, total))
+    run = execute(ctx.runtime, problem, plan, config=config, events=_events(ctx, total))
     accuracy = sum(run.final_accuracy.values()) / max(1, len(run.final_accuracy))
     return {"val_accuracy": accuracy, "migrations": run.migrations,
             "chunks_moved": run.chunks_moved, "seconds": run.seconds}

@@ -1,4 +1,5 @@
-"""Partition-and-placement policies, registered by name: ``plan = POLICIES[name](problem, rng)``.
+"""Partition-and-placement policies, registered by name: ``plan = REGISTRY.get(name)(problem,
+rng)``.
 
 Every policy is a pure function of ``(problem, rng)`` returning a
 :class:`~edgewise.pipeline.problem.PipelinePlan`; hyper-parameters are keyword-only
@@ -15,12 +16,12 @@ import numpy as np
 from edgewise.pipeline.problem import PipelinePlan, PipelineProblem
 from edgewise.registry import Registry
 
-__all__ = ["POLICIES", "Policy", "get_policy", "register"]
+__all__ = ["POLICIES", "REGISTRY", "Policy", "get_policy", "register"]
 
 Policy = Callable[[PipelineProblem, np.random.Generator], PipelinePlan]
 
-
-_REGISTRY: Registry[Policy] = Registry("edgewise.pipeline.policies")
-POLICIES = _REGISTRY.entries  # filled on the first lookup (Registry.load)
-register = _REGISTRY.register
-get_policy = _REGISTRY.get
+REGISTRY: Registry[Policy] = Registry("edgewise.pipeline.policies")
+"""The pipeline's policies by name (each module of this package registers its own)."""
+POLICIES = REGISTRY.entries  # filled on the first lookup (Registry.load)
+register = REGISTRY.register
+get_policy = REGISTRY.get

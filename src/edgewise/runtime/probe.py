@@ -1,4 +1,4 @@
-"""An iperf-like bandwidth probe between two devices over the transport (SEIFER §4.1 (1))."""
+"""An iperf-like bandwidth probe between any two devices over the transport (SEIFER §4.1 (1))."""
 
 from __future__ import annotations
 
