@@ -12,6 +12,8 @@ from pathlib import Path
 
 import uvicorn
 from fastapi import APIRouter, Depends, FastAPI, Request
+from fastapi.dependencies.models import Dependant
+from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 
@@ -66,6 +68,27 @@ def _add_meta_routes(app: FastAPI, telemetry: Telemetry) -> None:
     app.add_route(METRICS_PATH, metrics, methods=["GET"], include_in_schema=False)
 
 
+def _query_names(dependant: Dependant) -> set[str]:
+    """The query parameters a route and its dependencies take."""
+    names = {p.alias for p in dependant.query_params}
+    for sub in dependant.dependencies:
+        names |= _query_names(sub)
+    return names
+
+
+def known_query_only(request: Request) -> None:
+    """A 422 for a query parameter the route does not take: a typo (``?limt=5``) is not
+    silently ignored, and the OpenAPI document's parameter lists are the whole contract."""
+    dependant = getattr(request.scope.get("route"), "dependant", None)
+    if dependant is None:
+        return
+    known = _query_names(dependant)
+    extra = [k for k in dict.fromkeys(request.query_params) if k not in known]
+    if extra:
+        raise RequestValidationError([{"loc": ("query", k), "msg": "unknown query parameter",
+                                       "type": "extra_forbidden"} for k in extra])
+
+
 def create_app(
     manager: JobManager,
     token: str,
@@ -94,7 +117,8 @@ def create_app(
                          models_dir=models_dir or manager.state_dir / "models",
                          limited=limiter, live=manager.live, cluster=manager.cluster)
     offered = discover_problems() if problems is None else problems
-    auth = [Depends(bearer_dependency(token))]  # declares the scheme in the OpenAPI document
+    # the bearer dependency declares the scheme in the OpenAPI document
+    auth = [Depends(bearer_dependency(token)), Depends(known_query_only)]
     included = [core_router(list(manager.kinds.values())),
                 *(p.router(context) for p in offered), *routers]
     for extra in included:
