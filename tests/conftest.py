@@ -9,7 +9,8 @@ import pytest
 
 from edgewise.cluster.model import Cluster
 from edgewise.cluster.schema import cluster_from_dict
-from edgewise.service import InMemoryBackend
+from edgewise.service import JobManager, Store
+from edgewise.service.problems import discover_problems, job_kinds
 
 SMALL_CLUSTER = {
     "name": "test-three-nanos",
@@ -58,5 +59,9 @@ def cluster() -> Cluster:
 
 
 @pytest.fixture
-def backend(cluster: Cluster) -> InMemoryBackend:
-    return InMemoryBackend(cluster, clock=lambda: 1000.0)
+def backend(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[JobManager]:
+    """A dry-run manager: it checks and stores jobs of every installed kind, runs none."""
+    state = tmp_path_factory.mktemp("manager")
+    store = Store(state / "manager.db")
+    yield JobManager(store, job_kinds(discover_problems()), cluster, state_dir=state)
+    store.close()

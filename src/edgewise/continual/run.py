@@ -83,10 +83,10 @@ def plan_window(policy: str | Policy, states: Sequence[StreamState], settings: R
 
 
 def _launch(runtime: RayRuntime, stream: DigitsStream, weights: bytes,
-            settings: RunSettings) -> StreamRun:
+            settings: RunSettings, device: str = DEVICE) -> StreamRun:
     import ray
 
-    opts = runtime.actor_options(DEVICE, ACTOR_MEMORY_MB)
+    opts = runtime.actor_options(device, ACTOR_MEMORY_MB)
     env = mps_env(0.5)
     if env:
         opts["runtime_env"] = {"env_vars": env}
@@ -178,14 +178,16 @@ def _feedback(result: WindowResult, profiles: dict[str, MicroProfile], scale: fl
 
 @dataclass(frozen=True, slots=True)
 class LiveProblem:
-    """What a real run answers: ``streams`` sharing one emulated device for ``windows``
-    windows under ``settings``; ``holdout`` is the stream the inference profiler measures
-    once at the start (None: a fresh digits stream of the streams' frame count)."""
+    """What a real run answers: ``streams`` sharing one emulated device (``device`` of the
+    runtime's cluster) for ``windows`` windows under ``settings``; ``holdout`` is the
+    stream the inference profiler measures once at the start (None: a fresh digits stream
+    of the streams' frame count)."""
 
     streams: tuple[DigitsStream, ...]
     windows: int
     settings: RunSettings = field(default_factory=RunSettings)
     holdout: DigitsStream | None = None
+    device: str = DEVICE
 
     def __post_init__(self) -> None:
         if not self.streams:
@@ -211,7 +213,7 @@ def execute(runtime: RayRuntime, problem: LiveProblem, policy: str | Policy, /, 
         "holdout", 10_000 + settings.seed, n_windows=1,
         frames_per_window=len(problem.streams[0].window(0).x))
     weights = model_to_frame(start_model)
-    runs = [_launch(runtime, s, weights, settings) for s in problem.streams]
+    runs = [_launch(runtime, s, weights, settings, problem.device) for s in problem.streams]
     try:
         return _windows(runs, planner, problem.windows, settings, golden, holdout, progress)
     finally:
