@@ -9,6 +9,8 @@ import pytest
 
 from edgewise.cluster.model import Cluster
 from edgewise.cluster.schema import cluster_from_dict
+from edgewise.service import JobManager, Store
+from edgewise.service.problems import discover_problems, job_kinds
 
 SMALL_CLUSTER = {
     "name": "test-three-nanos",
@@ -38,3 +40,28 @@ def _private_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
         os.environ.pop("EDGEWISE_CACHE_DIR", None)
     else:
         os.environ["EDGEWISE_CACHE_DIR"] = before
+
+
+# The manager API tests (service and the problems' routers): a small cluster, a dry-run backend.
+@pytest.fixture
+def cluster() -> Cluster:
+    return cluster_from_dict(
+        {
+            "name": "lab",
+            "devices": [
+                {"name": "tx2", "type": "jetson-tx2"},
+                {"name": "nano", "type": "jetson-nano"},
+                {"name": "ps", "type": "raspberry-pi-5", "roles": ["parameter-server"]},
+            ],
+            "links": [{"between": ["tx2", "ps"], "bandwidth_mbps": 100}],
+        }
+    )
+
+
+@pytest.fixture
+def backend(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[JobManager]:
+    """A dry-run manager: it checks and stores jobs of every installed kind, runs none."""
+    state = tmp_path_factory.mktemp("manager")
+    store = Store(state / "manager.db")
+    yield JobManager(store, job_kinds(discover_problems()), cluster, state_dir=state)
+    store.close()

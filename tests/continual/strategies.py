@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 from hypothesis import strategies as st
 
@@ -51,3 +53,22 @@ def random_problem(rng: np.random.Generator, n_streams: int) -> ContinualProblem
     return ContinualProblem(tuple(out), float(rng.choice((1, 2, 3))),
                             float(rng.choice((120.0, 200.0))), float(rng.choice((0.25, 0.5))),
                             float(rng.choice((0.0, 0.2, 0.4))))
+
+
+@st.composite
+def options_with_checkpoints(draw: st.DrawFn, name: str) -> RetrainOption:
+    """A retraining option with 0-4 earlier checkpoints at increasing compute."""
+    cost = draw(st.floats(5.0, 300.0))
+    cuts = sorted(draw(st.lists(st.integers(1, 19), max_size=4, unique=True)))
+    points = tuple((k / 20 * cost, draw(st.floats(0.1, 0.99))) for k in cuts)
+    return RetrainOption(name, draw(st.floats(0.3, 0.99)), cost, points)
+
+
+@st.composite
+def checkpoint_problems(draw: st.DrawFn, max_streams: int = 2) -> ContinualProblem:
+    """Like ``problems``, with checkpoints in every retraining option."""
+    base = draw(problems(max_streams))
+    streams = tuple(replace(s, retrain=tuple(draw(options_with_checkpoints(f"c{k}"))
+                                             for k in range(len(s.retrain))))
+                    for s in base.streams)
+    return replace(base, streams=streams)

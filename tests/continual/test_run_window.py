@@ -12,7 +12,7 @@ import ray
 
 from edgewise.continual.calibration import stream_inference_options
 from edgewise.continual.problem import InferenceOption, default_inference_configs
-from edgewise.continual.run import DEVICE, RunSettings, edge_cluster, run_continual
+from edgewise.continual.run import DEVICE, LiveProblem, RunSettings, edge_cluster, execute
 from edgewise.nn.continual_models import golden_model, model_to_frame, predict, pretrained_edge
 from edgewise.nn.streams import DigitsStream, digits_streams
 from edgewise.runtime.colocated import RetrainActor, sampled_predictions
@@ -59,7 +59,8 @@ def test_epoch_cost_counts_device_time_not_wall_time(runtime: RayRuntime) -> Non
 
 def test_plan_predicts_retraining_completion_and_replans(runtime: RayRuntime) -> None:
     streams = digits_streams(2, seed=0, n_windows=1)
-    results = run_continual(runtime, streams, "thief", 1, RunSettings(window_s=4.0, seed=0))
+    results = execute(runtime, LiveProblem(tuple(streams), 1, RunSettings(window_s=4.0, seed=0)),
+                      "thief")
     r = results[0]
     finished = {n: t for n, t in r.finish_s.items() if math.isfinite(t)}
     assert finished, "the thief retrained nothing on these streams"
@@ -72,3 +73,15 @@ def test_plan_predicts_retraining_completion_and_replans(runtime: RayRuntime) ->
     assert set(r.golden_accuracy) == set(r.accuracy) == {"cam0", "cam1"}
     assert all(0.0 <= a <= 1.0 for a in r.planned_accuracy.values())
     assert np.isfinite(r.plan.accuracy)
+
+
+def test_live_problem_and_policy_are_checked_before_any_actor_starts() -> None:
+    from edgewise.errors import ConfigError
+
+    streams = tuple(digits_streams(1, seed=0, n_windows=2))
+    with pytest.raises(ConfigError, match="no stream"):
+        LiveProblem((), 1)
+    with pytest.raises(ConfigError, match="windows"):
+        LiveProblem(streams, 3)
+    with pytest.raises(ConfigError, match="unknown policy"):
+        execute(None, LiveProblem(streams, 1), "nope")  # no runtime is touched

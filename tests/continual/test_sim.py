@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -11,7 +12,7 @@ from edgewise.continual.example import table1_trace
 from edgewise.continual.policies import get_policy
 from edgewise.continual.policies.uniform import uniform_policy
 from edgewise.continual.profiles import Curve, Trace, load_trace, write_trace
-from edgewise.continual.sim import simulate, window_problem
+from edgewise.continual.sim import TraceProblem, first_decision, simulate
 from edgewise.continual.synthetic import synthetic_trace
 from edgewise.errors import ConfigError
 
@@ -26,8 +27,8 @@ def test_csv_round_trip(tmp_path: Path) -> None:
     key = (1, "s02", trace.configs[4])
     assert back.curves[key].final == pytest.approx(trace.curves[key].final, rel=1e-5)
     assert back.curves[key].cost_s == pytest.approx(trace.curves[key].cost_s, rel=1e-5)
-    a = simulate(trace, get_policy("thief"), accelerators=2.0)
-    b = simulate(back, get_policy("thief"), accelerators=2.0)
+    a = simulate(TraceProblem(trace, 2.0), "thief")
+    b = simulate(TraceProblem(back, 2.0), "thief")
     assert np.allclose(a.accuracy, b.accuracy, atol=1e-4)
 
 
@@ -42,16 +43,15 @@ def test_bad_csv_names_the_file_and_field(tmp_path: Path) -> None:
 
 def test_same_seed_same_numbers_and_shapes() -> None:
     trace = synthetic_trace(5, 3, seed=2)
-    a = simulate(trace, get_policy("thief"), accelerators=2.0, window_s=200.0)
-    b = simulate(synthetic_trace(5, 3, seed=2), get_policy("thief"), accelerators=2.0)
+    a = simulate(TraceProblem(trace, 2.0, window_s=200.0), get_policy("thief"))
+    b = simulate(TraceProblem(synthetic_trace(5, 3, seed=2), 2.0), "thief")
     assert a.accuracy.shape == (3, 5)
     assert np.array_equal(a.accuracy, b.accuracy)
     assert ((a.accuracy >= 0) & (a.accuracy <= 1)).all()
 
 
 def test_policy_reruns_when_a_retraining_completes() -> None:
-    result = simulate(table1_trace(), get_policy("thief"), accelerators=3.0, window_s=120.0,
-                      delta=0.25, a_min=0.4)
+    result = simulate(TraceProblem(table1_trace(), 3.0, 120.0, 0.25, 0.4), "thief")
     times = [(w, t) for w, t, _ in result.plans]
     # window 1: B's Cfg2 ends at 50 s on one GPU, then A's Cfg2 at 50 + 65 s
     assert times[:3] == [(0, 0.0), (0, pytest.approx(50.0)), (0, pytest.approx(115.0))]
@@ -61,14 +61,17 @@ def test_policy_reruns_when_a_retraining_completes() -> None:
 
 def test_more_accelerators_never_hurt_the_thief() -> None:
     trace = synthetic_trace(6, 2, seed=4)
-    acc = [simulate(trace, get_policy("thief"), accelerators=g).mean_accuracy
-           for g in (1.0, 2.0, 4.0)]
+    acc = [simulate(TraceProblem(trace, g), "thief").mean_accuracy for g in (1.0, 2.0, 4.0)]
     assert acc[0] < acc[1] < acc[2]
 
 
 def test_windows_argument_is_checked() -> None:
     with pytest.raises(ConfigError, match="windows"):
-        simulate(table1_trace(), get_policy("thief"), accelerators=3.0, windows=3)
+        TraceProblem(table1_trace(), 3.0, windows=3)
+    with pytest.raises(ConfigError, match="accelerators"):
+        TraceProblem(table1_trace(), 0.0)
+    with pytest.raises(ConfigError, match="unknown policy"):
+        simulate(TraceProblem(table1_trace(), 3.0), "nope")
 
 
 def test_shipped_trace_has_the_benchs_shape() -> None:
@@ -97,20 +100,19 @@ def test_subsampling_reuses_the_last_analysed_frame() -> None:
 
 def test_profile_error_perturbs_decisions_not_outcomes() -> None:
     trace = synthetic_trace(6, 2, seed=4)
-    exact = simulate(trace, get_policy("thief"), accelerators=2.0)
-    zero = simulate(trace, get_policy("thief"), accelerators=2.0, profile_error=0.0, seed=9)
+    problem = TraceProblem(trace, 2.0)
+    exact = simulate(problem, "thief")
+    zero = simulate(problem, "thief", profile_error=0.0, seed=9)
     assert np.array_equal(exact.accuracy, zero.accuracy)
-    noisy = [simulate(trace, get_policy("thief"), accelerators=2.0, profile_error=0.3,
-                      seed=s) for s in (1, 1, 2)]
+    noisy = [simulate(problem, "thief", profile_error=0.3, seed=s) for s in (1, 1, 2)]
     assert np.array_equal(noisy[0].accuracy, noisy[1].accuracy)  # same seed, same numbers
     assert not np.array_equal(noisy[0].accuracy, exact.accuracy)
     # the policy saw estimates: some decision's estimated accuracy differs from the truth
     est = noisy[2].plans[0][2].accuracy
-    true = get_policy("thief")(window_problem(trace, 0, dict(trace.initial_accuracy), {}, set(),
-                                              200.0, 2.0, 0.1, 0.0), RNG).accuracy
+    true = get_policy("thief")(first_decision(problem), RNG).accuracy
     assert est != true
     with pytest.raises(ConfigError, match="profile_error"):
-        simulate(trace, get_policy("thief"), accelerators=2.0, profile_error=-0.1)
+        simulate(problem, "thief", profile_error=-0.1)
 
 
 def _one_stream_trace() -> Trace:
@@ -124,10 +126,10 @@ def test_checkpoints_serve_each_epoch_and_the_last_one_stands() -> None:
     # half of one accelerator retrains (100 s of compute: 200 s > the 150 s window), half
     # serves inference at full rate; epoch 1 ends at 100 s
     policy = uniform_policy("C", 0.5)
-    kw = {"accelerators": 1.0, "window_s": 150.0}
-    plain = simulate(_one_stream_trace(), policy, **kw)  # type: ignore[arg-type]
+    problem = TraceProblem(_one_stream_trace(), 1.0, 150.0)
+    plain = simulate(problem, policy)
     assert plain.accuracy[:, 0] == pytest.approx([0.5, 0.5])  # unfinished: worth nothing
-    ckpt = simulate(_one_stream_trace(), policy, checkpoints=True, **kw)  # type: ignore[arg-type]
+    ckpt = simulate(replace(problem, serve_checkpoints=True), policy)
     # window 1: 0.5 for 100 s, epoch 1's 0.7 for 50 s; window 2 starts from that checkpoint
     assert ckpt.accuracy[:, 0] == pytest.approx([(0.5 * 100 + 0.7 * 50) / 150,
                                                  (0.7 * 100 + 0.8 * 50) / 150])

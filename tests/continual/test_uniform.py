@@ -9,7 +9,8 @@ from edgewise.continual.example import table1_trace
 from edgewise.continual.policies import get_policy
 from edgewise.continual.policies.uniform import pareto_configs, uniform_policy
 from edgewise.continual.problem import InferenceOption, RetrainOption, StreamState
-from edgewise.continual.sim import window_problem
+from edgewise.continual.replay import Estimates, WindowState, window_problem
+from edgewise.continual.sim import TraceProblem, first_decision
 from edgewise.continual.synthetic import synthetic_trace
 from edgewise.errors import ConfigError
 
@@ -17,9 +18,7 @@ RNG = np.random.default_rng(0)
 
 
 def test_uniform_splits_evenly_and_picks_the_most_accurate_config() -> None:
-    trace = table1_trace()
-    problem = window_problem(trace, 0, dict(trace.initial_accuracy), {}, set(), 120.0, 3.0,
-                             0.1, 0.4)
+    problem = first_decision(TraceProblem(table1_trace(), 3.0, 120.0, 0.1, 0.4))
     plan = get_policy("uniform")(problem, RNG)
     for d in plan.decisions:
         assert d.retrain == "Cfg1"
@@ -33,16 +32,16 @@ def test_uniform_splits_evenly_and_picks_the_most_accurate_config() -> None:
 def test_uniform_policy_keeps_its_static_split(fraction: float) -> None:
     trace = synthetic_trace(4, 1, seed=1)
     config = trace.configs[3]
-    problem = window_problem(trace, 0, dict(trace.initial_accuracy), {}, set(), 200.0, 2.0,
-                             0.1, 0.0)
+    problem = first_decision(TraceProblem(trace, 2.0))
     plan = uniform_policy(config, fraction)(problem, RNG)
     for d in plan.decisions:
         assert d.retrain == config
         assert d.inference_share == pytest.approx(fraction * 0.5)
         assert d.retrain_share == pytest.approx((1 - fraction) * 0.5)
     # after a stream finished retraining, its retraining share idles (static allocation)
-    done = window_problem(trace, 0, dict(trace.initial_accuracy), {}, {trace.streams[0]},
-                          100.0, 2.0, 0.1, 0.0)
+    state = WindowState(0, dict(trace.initial_accuracy), Estimates(),
+                        finished={trace.streams[0]})
+    done = window_problem(trace, state, 100.0, 2.0, 0.1, 0.0)
     d0 = uniform_policy(config, fraction)(done, RNG).decisions[0]
     assert d0.retrain is None and d0.inference_share == pytest.approx(fraction * 0.5)
 

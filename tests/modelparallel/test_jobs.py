@@ -15,8 +15,8 @@ from edgewise.modelparallel.jobs import (
     model_profile,
     pagerank_jobs,
 )
+from edgewise.modelparallel.models import build_srole_model
 from edgewise.modelparallel.network import random_network
-from edgewise.nn.extra_models import build_srole_model
 
 LEVELS = {"vgg-16": 16, "googlenet": 11, "rnn": 4}  # weight layers / modules, §III levels
 

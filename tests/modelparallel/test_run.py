@@ -4,6 +4,7 @@ iteration by its transfer time."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -14,15 +15,10 @@ import torch.nn.functional as F
 
 from edgewise.cluster.schema import cluster_from_dict
 from edgewise.errors import ConfigError, InfeasibleError
-from edgewise.modelparallel.jobs import JOB_CPU
+from edgewise.modelparallel.jct import iteration_time_s, occupancy
+from edgewise.modelparallel.jobs import JOB_CPU, period_s
 from edgewise.modelparallel.network import random_network
-from edgewise.modelparallel.problem import (
-    EdgeNetwork,
-    EdgeNode,
-    Placement,
-    iteration_time_s,
-    load_of,
-)
+from edgewise.modelparallel.problem import BackgroundTask, EdgeNetwork, EdgeNode, TaskPlacement
 from edgewise.modelparallel.realbench import (
     bench_model,
     digits_batches,
@@ -32,6 +28,7 @@ from edgewise.modelparallel.realbench import (
 )
 from edgewise.modelparallel.run import (
     ModelParallelTrainer,
+    execute,
     network_cluster,
     network_emulation,
     run_placement,
@@ -135,20 +132,45 @@ def test_partitions_devices_and_optimizer_are_checked(runtime: RayRuntime) -> No
 @pytest.mark.ray
 def test_run_placement_runs_one_stage_per_run_of_levels(runtime: RayRuntime) -> None:
     nodes = tuple(EdgeNode(f"n{i}", cpu=1.0, memory_mb=2048) for i in range(4))
-    network = EdgeNetwork(nodes, np.full((4, 4), 1000.0))
+    network = EdgeNetwork(nodes)
     model, cuts = bench_model(seed=3), sequential_levels(bench_model())
     job = sequential_job(model, cuts, torch.zeros(1, 1, 8, 8), BATCH, origin=0)
     x, y = next(digits_batches(BATCH, 1, seed=1))
     with torch.no_grad():
         reference = float(F.cross_entropy(model(torch.from_numpy(x)), torch.from_numpy(y)))
 
-    run = run_placement(runtime, network, job, Placement((0, 0, 3, 3)), model, cuts,
+    run = run_placement(runtime, network, job, TaskPlacement((0, 0, 3, 3)), model, cuts,
                         digits_batches(BATCH, 3, seed=1), optimizer="adam", lr=LR)
 
     assert run.devices == ("n0", "n3") and len(run.compute_s) == 2
     assert run.losses[0] == pytest.approx(reference, rel=1e-5)
     # only the level 1 -> 2 boundary crosses a link: BATCH x 512 float32 each way
     assert run.wire_bytes[0] >= 3 * BATCH * 512 * 4
+
+
+@pytest.mark.ray
+def test_execute_runs_transfers_at_the_environments_shared_rate(runtime: RayRuntime) -> None:
+    """n1's 40 Mbps link also carries a background task's 30 Mbps: the environment gives the
+    job's transfer an equal share of it (2× its lone time), and so does the real run."""
+    from edgewise.modelparallel.schedule import Round
+
+    nodes = tuple(EdgeNode(f"n{i}", cpu=1.0, memory_mb=2048,
+                           bandwidth_mbps=40.0 if i == 1 else 1000.0) for i in range(4))
+    network = EdgeNetwork(nodes)
+    model = bench_model(seed=3)
+    job = sequential_job(model, CUTS, torch.zeros(1, 1, 8, 8), BATCH, origin=0)
+    place = TaskPlacement((0, 1, 1))
+    rnd = Round(network, (job,), (BackgroundTask(1, 0.0, 0.0, 30.0),))
+    alone = 2 * job.partitions[0].out_mb * 8 / 40.0
+    occ = occupancy(network, [job], [place], rnd.background)
+    shared = iteration_time_s(job, place, EdgeNetwork(nodes, host_gflops=math.inf), occ)
+    assert shared == pytest.approx(2 * alone)
+
+    run, = execute(runtime, rnd, (place,), model=model, cuts=CUTS,
+                   batches=digits_batches(BATCH, 4, seed=1), optimizer="adam", lr=LR)
+
+    assert run.mean_transfer_s > 1.6 * alone
+    assert run.mean_transfer_s == pytest.approx(shared, rel=0.25)
 
 
 # --- the adapter from the environment's job and placement (no Ray) --------------------------
@@ -170,6 +192,11 @@ def test_sequential_job_matches_a_hand_count() -> None:
         assert p.memory_mb == pytest.approx((3 * params[k] + acts[k] * batch) / mb)
         assert p.out_mb == pytest.approx(outs[k] * batch / mb)
         assert p.cpu == pytest.approx(JOB_CPU * flops[k] / sum(flops))
+    # one iteration every period_s keeps JOB_CPU busy: activation and gradient at that rate
+    period = period_s(3 * sum(flops) * batch / 1e9)
+    for k, p in enumerate(job.partitions):
+        assert p.out_mbps == pytest.approx(2 * 8 * outs[k] * batch / mb / period)
+    assert job.input_mbps == pytest.approx(8 * 256 * batch / mb / period)
 
 
 def test_network_cluster_emulates_each_node_at_its_cpu_share() -> None:
@@ -180,9 +207,9 @@ def test_network_cluster_emulates_each_node_at_its_cpu_share() -> None:
     for i, node in enumerate(network.nodes):
         assert cluster.device(node.name).memory_mb == int(node.memory_mb)
         assert stretch[node.name] == pytest.approx(1.0 / node.cpu)
-        for j, other in enumerate(network.nodes[i + 1:], start=i + 1):
+        for other in network.nodes[i + 1:]:  # a lone transfer: the slower of the two links
             assert cluster.link(node.name, other.name).bandwidth_mbps == pytest.approx(
-                network.bandwidth_mbps[i, j])
+                min(node.bandwidth_mbps, other.bandwidth_mbps))
 
 
 def test_spread_placement_uses_the_origin_then_its_neighbours() -> None:
@@ -199,9 +226,9 @@ def test_levels_of_the_bench_model_and_their_stage_runs() -> None:
     # conv+relu | conv+relu+pool+flatten | dense+relu | dense: weight-free children join
     # the level before them (jobs.model_profile's rule)
     assert sequential_levels(bench_model()) == (0, 2, 6, 8, 9)
-    assert stage_runs(Placement((3, 3, 1, 3))) == ((0, 2), (2, 3), (3, 4))
-    assert stage_runs(Placement((2, 2, 2, 2))) == ((0, 4),)
-    assert stage_runs(Placement((0, 1, 2, 3))) == ((0, 1), (1, 2), (2, 3), (3, 4))
+    assert stage_runs(TaskPlacement((3, 3, 1, 3))) == ((0, 2), (2, 3), (3, 4))
+    assert stage_runs(TaskPlacement((2, 2, 2, 2))) == ((0, 4),)
+    assert stage_runs(TaskPlacement((0, 1, 2, 3))) == ((0, 1), (1, 2), (2, 3), (3, 4))
 
 
 def test_levels_on_one_node_predict_as_one_partition_there() -> None:
@@ -211,21 +238,21 @@ def test_levels_on_one_node_predict_as_one_partition_there() -> None:
     example, model = torch.zeros(1, 1, 8, 8), bench_model()
     levels = sequential_job(model, sequential_levels(model), example, 64, origin=1)
     merged = sequential_job(model, (0, 6, 9), example, 64, origin=1)
-    level_place, merged_place = Placement((1, 1, 3, 3)), Placement((1, 3))
+    level_place, merged_place = TaskPlacement((1, 1, 3, 3)), TaskPlacement((1, 3))
     for a, b in ((levels, level_place), (merged, merged_place)):
         assert len(stage_runs(b)) == 2 and len(a.partitions) == len(b.nodes)
-    assert iteration_time_s(levels, level_place, network, load_of(
+    assert iteration_time_s(levels, level_place, network, occupancy(
         network, [levels], [level_place])) == pytest.approx(iteration_time_s(
-            merged, merged_place, network, load_of(network, [merged], [merged_place])))
+            merged, merged_place, network, occupancy(network, [merged], [merged_place])))
 
 
 def test_run_placement_refuses_a_node_without_the_memory() -> None:
     nodes = tuple(EdgeNode(f"e{i}", cpu=0.5, memory_mb=m) for i, m in enumerate((4096, 1, 4096)))
-    network = EdgeNetwork(nodes, np.full((3, 3), 100.0))
+    network = EdgeNetwork(nodes)
     job = sequential_job(bench_model(), CUTS, torch.zeros(1, 1, 8, 8), 64, origin=0)
     runtime = RayRuntime(network_cluster(network), {}, emulated=True)  # Ray is never reached
 
     with pytest.raises(InfeasibleError, match="e1"):
-        run_placement(runtime, network, job, Placement((0, 1, 1)), bench_model(), CUTS, [])
+        run_placement(runtime, network, job, TaskPlacement((0, 1, 1)), bench_model(), CUTS, [])
     with pytest.raises(ConfigError, match="partitions"):
-        run_placement(runtime, network, job, Placement((0, 1)), bench_model(), CUTS, [])
+        run_placement(runtime, network, job, TaskPlacement((0, 1)), bench_model(), CUTS, [])

@@ -1,13 +1,17 @@
-"""`edgewise modelparallel` commands through Typer's runner: train, place, simulate, user errors."""
+"""`edgewise modelparallel` commands through Typer's runner: train, place, simulate (their
+--json output), user errors."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 from typer.testing import CliRunner
 
 from edgewise.cli.modelparallel import app
+from edgewise.modelparallel.network import random_network
 
 runner = CliRunner()
 
@@ -23,9 +27,16 @@ def test_train_then_place_with_the_saved_agents(tmp_path: Path) -> None:
     assert res.exit_code == 0, res.output
     assert path.exists() and "states learned" in res.output
     res = runner.invoke(app, ["place", "-m", "srole-c", "--model", "rnn", "--edges", "5",
-                              "--agents", str(path)])
+                              "--agents", str(path), "--json"])
     assert res.exit_code == 0, res.output
-    assert "srole-c placement" in res.output and res.output.count("(node ") == 3
+    doc = json.loads(res.stdout)
+    network = random_network(5, np.random.default_rng([0, 1]))  # the command's network
+    assert doc["method"] == "srole-c" and len(doc["jobs"]) == 3  # 3 jobs per cluster, §V-A
+    for job in doc["jobs"]:
+        assert len(job["proposed"]) == len(job["executed"]) == 4  # the RNN's 4 levels
+        assert set(job["proposed"]) <= set(network.candidates(job["origin"]))
+        assert job["jct_s"] > 0
+    assert doc["collisions_after"] <= doc["collisions_proposed"]
     res = runner.invoke(app, ["place", "-m", "srole-c", "--model", "rnn", "--edges", "5",
                               "--agents", str(path), "--partitions", "2"])
     assert res.exit_code == 0, res.output
@@ -33,9 +44,13 @@ def test_train_then_place_with_the_saved_agents(tmp_path: Path) -> None:
 
 def test_simulate_compares_methods() -> None:
     res = runner.invoke(app, ["simulate", "-m", "marl", "-m", "srole-d", "--model", "rnn",
-                              "--edges", "5", "--online", "2", "--rounds", "3"])
+                              "--edges", "5", "--online", "2", "--rounds", "3", "--json"])
     assert res.exit_code == 0, res.output
-    assert "marl" in res.output and "srole-d" in res.output
+    doc = json.loads(res.stdout)
+    assert set(doc) == {"marl", "srole-d"}
+    assert doc["marl"]["shield_ops"] == 0 < doc["srole-d"]["shield_ops"]
+    assert doc["marl"]["collisions"] == doc["marl"]["collisions_after"]  # unshielded
+    assert all(row["jct_s"] > 0 for row in doc.values())
 
 
 @pytest.mark.parametrize(("args", "field"), [

@@ -64,7 +64,7 @@ def test_gpu_load_of_77_percent_adds_20_percent_step_time(name: str) -> None:
 def test_max_batch_at_idle_is_memory_bound(name: str, batch: int) -> None:
     model = calibrated(name)
     assert int(model.max_batch_size(model.idle_state())[0]) == batch
-    assert model.new_state(model.idle_state(), _one(2.0 * batch))[0, 2] > K.MEM_LIMIT_PCT
+    assert model.new_state(model.idle_state(), _one(2.0 * batch))[0, 2] > K.OOM_KILL_PCT
 
 
 def test_every_catalog_type_is_calibrated_and_a_perf_model() -> None:
@@ -245,7 +245,7 @@ def test_profile_rows_respect_the_memory_limit_before_noise(seed: int) -> None:
     model = calibrated("jetson-nano")
     new = model.new_state(frame[["cpu", "gpu", "mem"]].to_numpy(),
                           frame["batch_size"].to_numpy(dtype=np.float64))
-    assert (new[:, 2] <= K.MEM_LIMIT_PCT).all()
+    assert (new[:, 2] <= K.OOM_KILL_PCT).all()
 
 
 def test_negative_sample_count_is_a_config_error() -> None:

@@ -16,11 +16,7 @@ from numpy.typing import NDArray
 from sklearn.ensemble import ExtraTreesRegressor, RandomForestRegressor
 
 from edgewise.errors import ConfigError
-from edgewise.perf.model_io import (
-    from_estimator,
-    read_regressor,
-    write_regressor,
-)
+from edgewise.perf.model_io import read_regressor, write_regressor
 from edgewise.perf.models import (
     FUNCTIONS,
     LearnedDevice,
@@ -32,6 +28,7 @@ from edgewise.perf.models import (
     mape_table,
     save,
 )
+from edgewise.perf.regressors import from_estimator
 from edgewise.perf.schema import COLUMNS, PerfModel
 
 Array = NDArray[np.float64]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import importlib
+import json
 import math
 import shutil
 from dataclasses import replace
@@ -79,11 +80,16 @@ def test_cli_profiles_and_prints_a_summary(tmp_path: Path,
     monkeypatch.setattr(cli_profile, "quick_config",
                         lambda device, repeats: replace(_tiny((16,)), device_type=device))
     out = tmp_path / "q.csv"
-    result = CliRunner().invoke(app, ["profile", "--quick", "--output", str(out)])
+    result = CliRunner().invoke(app, ["profile", "--quick", "--output", str(out), "--json"])
     assert result.exit_code == 0, result.output
-    flat = " ".join(result.output.split())  # Rich wraps at spaces
-    assert "1 rows (1 new, 0 already recorded)" in flat and "sift" in flat
+    summary = json.loads(result.stdout)
+    assert (summary["rows"], summary["written"], summary["skipped"]) == (1, 1, 0)
+    (point,) = summary["points"]
+    assert point["stress point"] == POINT.key and point["rows"] == 1
+    assert point["sift exec ms"] is not None and point["sift exec ms"] > 1.0
     assert len(_rows(out)[1]) == 1
+    again = CliRunner().invoke(app, ["profile", "--quick", "--output", str(out), "--json"])
+    assert json.loads(again.stdout)["skipped"] == 1  # resumed: nothing measured twice
     bad = CliRunner().invoke(app, ["profile", "--quick", "--output", str(out),
                                    "--device-type", "other"])
     assert bad.exit_code == 2 and "another device type" in bad.output

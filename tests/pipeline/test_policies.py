@@ -2,45 +2,23 @@
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
 import pytest
 from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from edgewise.errors import InfeasibleError
+from edgewise.nn.chain import ModelChain
 from edgewise.pipeline.generate import MB, random_instance
-from edgewise.pipeline.policies import get_policy
+from edgewise.pipeline.policies import REGISTRY, get_policy
 from edgewise.pipeline.policies._common import objective
 from edgewise.pipeline.policies.exact import theorem1_lower_bound
 from edgewise.pipeline.policies.kpath import k_path
-from edgewise.pipeline.problem import ModelChain, PipelinePlan, PipelineProblem, bottleneck_s
+from edgewise.pipeline.policies.seifer import seifer
+from edgewise.pipeline.problem import PipelinePlan, PipelineProblem, bottleneck_s
+from tests.pipeline.instances import problems, random_chain, worked
 
-HEURISTICS = ("random", "joint-greedy", "seifer", "bottleneck-dp")
+HEURISTICS = ("random", "joint-greedy", "seifer", "bottleneck-search")
 RNG_SEED = 7
-
-
-@st.composite
-def problems(draw: st.DrawFn) -> PipelineProblem:
-    n = draw(st.integers(3, 6))
-    segs = draw(st.integers(4, 10))
-    ints = st.integers(1_000, 5_000_000)
-    chain = ModelChain("m", draw(ints), tuple(draw(st.lists(ints, min_size=segs,
-                                                            max_size=segs))),
-                       tuple(draw(st.lists(st.integers(1, 40), min_size=segs, max_size=segs))),
-                       tuple(draw(st.lists(st.floats(1e6, 1e9), min_size=segs,
-                                           max_size=segs))))
-    memory = tuple(draw(st.lists(st.integers(30, 120), min_size=n, max_size=n)))
-    upper = draw(st.lists(st.floats(0.5, 100.0), min_size=(n + 1) * n // 2,
-                          max_size=(n + 1) * n // 2))
-    bw = np.zeros((n + 1, n + 1))
-    bw[np.triu_indices(n + 1, 1)] = upper
-    bw += bw.T
-    gflops = draw(st.none() | st.lists(st.floats(0.1, 10.0), min_size=n, max_size=n))
-    return PipelineProblem(chain, tuple(f"n{i}" for i in range(n)), memory, bw,
-                           None if gflops is None else tuple(gflops),
-                           dispatcher_transfer=draw(st.booleans()))
 
 
 def _check_feasible(problem: PipelineProblem, plan: PipelinePlan) -> None:
@@ -72,15 +50,15 @@ def test_policies_are_feasible_and_exact_is_least(problem: PipelineProblem) -> N
             plans[name] = get_policy(name)(problem, np.random.default_rng(RNG_SEED))
         except InfeasibleError:
             # §6.1's baselines assume homogeneous memory; with mixed nodes their greedy
-            # choices can strand a big segment. SEIFER and bottleneck-dp must not.
+            # choices can strand a big segment. SEIFER and bottleneck-search must not.
             assert name in ("random", "joint-greedy") and len(set(problem.memory_bytes)) > 1
     for plan in plans.values():
         _check_feasible(problem, plan)
         assert best.bottleneck_s <= plan.bottleneck_s * (1 + 1e-12)
-    assert plans["bottleneck-dp"].bottleneck_s == pytest.approx(best.bottleneck_s, rel=1e-12)
-    assert plans["bottleneck-dp"].bottleneck_s <= plans["seifer"].bottleneck_s
+    assert plans["bottleneck-search"].bottleneck_s == pytest.approx(best.bottleneck_s, rel=1e-12)
+    assert plans["bottleneck-search"].bottleneck_s <= plans["seifer"].bottleneck_s
     if "joint-greedy" in plans:
-        assert plans["bottleneck-dp"].bottleneck_s <= plans["joint-greedy"].bottleneck_s
+        assert plans["bottleneck-search"].bottleneck_s <= plans["joint-greedy"].bottleneck_s
     first = [problem.chain.input_bytes] if problem.dispatcher_transfer else []
     if problem.gflops is None:  # Theorem 1 bounds transfers; compute only adds
         sizes = first + [problem.chain.output_bytes[c - 1] for c in best.cuts[1:-1]]
@@ -88,27 +66,15 @@ def test_policies_are_feasible_and_exact_is_least(problem: PipelineProblem) -> N
     assert theorem1_lower_bound(problem, first) <= best.bottleneck_s
 
 
-def _worked() -> PipelineProblem:
-    """3 segments of 10 B on 3 nodes of 10 B: one segment per node, so only the placement
-    matters. Every transfer is 3.024e6 B = 1e6 B after λ = 3.024, i.e. 8 / bw seconds.
-    Links (Mbit/s): d–n0 10, d–n1 1, d–n2 1, n0–n1 1, n0–n2 5, n1–n2 10. Paths from d:
-    d→n0→n2→n1 has min bandwidth 5 (bottleneck 1.6 s); every other order crosses a
-    1 Mbit/s link (8 s)."""
-    chain = ModelChain("worked", 3_024_000, (3_024_000, 3_024_000, 10), (10, 10, 10),
-                       (1.0, 1.0, 1.0))
-    bw = np.array([[0, 10, 1, 1], [10, 0, 1, 5], [1, 1, 0, 10], [1, 5, 10, 0]], dtype=float)
-    return PipelineProblem(chain, ("n0", "n1", "n2"), (10, 10, 10), bw)
-
-
-@pytest.mark.parametrize("name", ["exact", "joint-greedy", "seifer", "bottleneck-dp"])
+@pytest.mark.parametrize("name", ["exact", "joint-greedy", "seifer", "bottleneck-search"])
 def test_worked_case(name: str) -> None:
-    plan = get_policy(name)(_worked(), np.random.default_rng(0))
+    plan = get_policy(name)(worked(), np.random.default_rng(0))
     assert (plan.cuts, plan.nodes) == ((0, 1, 2, 3), (0, 2, 1))
     assert plan.bottleneck_s == pytest.approx(1.6, rel=1e-12)
 
 
 def test_worked_case_theorem1() -> None:
-    assert theorem1_lower_bound(_worked(), [3_024_000] * 3) == pytest.approx(0.8, rel=1e-12)
+    assert theorem1_lower_bound(worked(), [3_024_000] * 3) == pytest.approx(0.8, rel=1e-12)
 
 
 def _two_stage(dispatcher_transfer: bool) -> PipelineProblem:
@@ -125,7 +91,7 @@ def _two_stage(dispatcher_transfer: bool) -> PipelineProblem:
 def test_dispatcher_transfer_scoring(scored: bool, expected_s: float) -> None:
     problem = _two_stage(scored)
     assert bottleneck_s(problem, (0, 1, 2), (0, 1)) == pytest.approx(expected_s, rel=1e-12)
-    for name in ("exact", "seifer", "bottleneck-dp", "joint-greedy"):
+    for name in ("exact", "seifer", "bottleneck-search", "joint-greedy"):
         plan = get_policy(name)(problem, np.random.default_rng(0))
         assert plan.bottleneck_s == pytest.approx(expected_s, rel=1e-12)
 
@@ -177,24 +143,18 @@ def test_k_path_finds_a_known_path_and_reports_none() -> None:
     assert k_path(adj, fixed, rng) is None
 
 
-@pytest.mark.parametrize("name", ["random", "seifer", "bottleneck-dp"])
+@pytest.mark.parametrize("name", ["random", "seifer", "bottleneck-search"])
 def test_same_seed_same_plan(name: str) -> None:
-    chain = _chain(np.random.default_rng(1), 12)
+    chain = random_chain(np.random.default_rng(1), 12)
     problem = random_instance(8, chain, np.random.default_rng(2), memory_mb=(64, 128))
     a = get_policy(name)(problem, np.random.default_rng(3))
     b = get_policy(name)(problem, np.random.default_rng(3))
     assert a == b
 
 
-def _chain(rng: np.random.Generator, segs: int) -> ModelChain:
-    return ModelChain("gen", int(rng.integers(1_000, 10_000)),
-                      tuple(int(x) for x in rng.integers(10_000, 2_000_000, segs)),
-                      tuple(int(x) for x in rng.integers(8 * MB, 30 * MB, segs)),
-                      tuple(float(x) for x in rng.uniform(1e8, 1e9, segs)))
-
-
 def test_random_instance_is_seifers_cluster() -> None:
-    problem = random_instance(6, _chain(np.random.default_rng(0), 5), np.random.default_rng(0))
+    chain = random_chain(np.random.default_rng(0), 5)
+    problem = random_instance(6, chain, np.random.default_rng(0))
     bw = problem.bandwidth_mbps
     assert bw.shape == (7, 7) and (bw == bw.T).all() and (np.diag(bw) == 0).all()
     off = bw[~np.eye(7, dtype=bool)]
@@ -204,15 +164,18 @@ def test_random_instance_is_seifers_cluster() -> None:
     assert (again.bandwidth_mbps == bw).all() and again.memory_bytes == problem.memory_bytes
 
 
-def test_bottleneck_dp_decides_50_nodes_within_a_second() -> None:
-    chain = _chain(np.random.default_rng(0), 20)
+def test_bottleneck_search_beats_the_heuristics_on_50_nodes() -> None:
+    """Too large for ``exact``: the search still ties or beats what it brackets with."""
+    chain = random_chain(np.random.default_rng(0), 20)
     problem = random_instance(50, chain, np.random.default_rng(0), memory_mb=(64, 96))
-    seconds = []
-    for _ in range(3):  # fastest of three: the suite shares two cores with other work
-        started = time.perf_counter()
-        plan = get_policy("bottleneck-dp")(problem, np.random.default_rng(0))
-        seconds.append(time.perf_counter() - started)
-    assert min(seconds) < 1.0
+    plan = get_policy("bottleneck-search")(problem, np.random.default_rng(0))
     _check_feasible(problem, plan)
-    greedy = get_policy("joint-greedy")(problem, np.random.default_rng(0))
-    assert plan.bottleneck_s <= greedy.bottleneck_s
+    for name in ("joint-greedy", "seifer"):
+        other = get_policy(name)(problem, np.random.default_rng(0))
+        assert plan.bottleneck_s <= other.bottleneck_s, name
+
+
+def test_the_registry_names_every_policy_once() -> None:
+    assert REGISTRY.names() == ["bottleneck-search", "exact", "joint-greedy", "random",
+                                "seifer"]
+    assert REGISTRY.get("seifer") is seifer

@@ -4,6 +4,7 @@ mid-stream and a model switch mid-stream — nothing lost, nothing duplicated.""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 
 import numpy as np
@@ -13,19 +14,21 @@ from torch import nn
 
 from edgewise.cluster.schema import cluster_from_dict
 from edgewise.errors import ConfigError
-from edgewise.pipeline.probe import measure_bandwidth
-from edgewise.pipeline.run import Dispatcher, Result, run_pipeline, stream
-from edgewise.pipeline.stages import (
+from edgewise.nn.chain import ModelChain
+from edgewise.nn.split import split_sequential
+from edgewise.pipeline.problem import PipelinePlan, PipelineProblem
+from edgewise.pipeline.run import Dispatcher, Result, execute, stream
+from edgewise.pipeline.sim import simulate
+from edgewise.runtime.faults import FaultInjector
+from edgewise.runtime.probe import measure_bandwidth
+from edgewise.runtime.ray_cluster import RayRuntime, start_local
+from edgewise.wire.activation import (
     ActivationCodec,
     decode_activation,
     encode_activation,
-    materialize,
-    split_sequential,
-    stage_payload,
     zfp_available,
-)  # fmt: skip
-from edgewise.runtime.faults import FaultInjector
-from edgewise.runtime.ray_cluster import RayRuntime, start_local
+)
+from edgewise.wire.state import materialize, stage_payload
 
 SLOW_MBPS = 10.0
 CLUSTER = {
@@ -122,17 +125,51 @@ def test_three_stages_return_in_order_equal_to_the_whole_model(pipeline: Dispatc
     assert 0 < run.latency_p50_s <= run.latency_p99_s
 
 
+def _problem(runtime: RayRuntime) -> PipelineProblem:
+    """``mlp(0)`` as a chain of its 7 children on the four Nanos, the Pi 5 dispatching; raw
+    float32 activations (compression 1), as the dispatcher's default codec sends them
+    compressed by LZ4 at most (random floats barely compress)."""
+    hidden = ROWS * WIDTH * 4
+    chain = ModelChain("mlp", ROWS * 64 * 4, (hidden,) * 6 + (ROWS * 16 * 4,),
+                       (1_000_000,) * 7, (1.0,) * 7)
+    nodes = tuple(f"nano-{i}" for i in range(4))
+    names = ("pi5", *nodes)
+    bw = np.array([[0.0 if a == b else runtime.cluster.link(a, b).bandwidth_mbps
+                    for b in names] for a in names])
+    return PipelineProblem(chain, nodes, (10_000_000,) * 4, bw, compression=1.0,
+                           dispatcher="pi5")
+
+
 @pytest.mark.ray
 def test_a_slow_link_limits_throughput(runtime: RayRuntime, pipeline: Dispatcher) -> None:
+    """The plan over the 10 Mbit/s nano-2 → nano-3 link: the simulated bound is that link's
+    send of one activation, and the emulated pipeline cannot beat it (ratio in one run)."""
     xs = inputs(20)
     fast = stream(pipeline, xs)
-    slow = run_pipeline(runtime, mlp(0), ["nano-0", "nano-2", "nano-3"], CUTS, xs)
+    problem = _problem(runtime)
+    plan = PipelinePlan(CUTS, (0, 2, 3), 0.0, "hand")
+    bound = simulate(problem, lambda _p, _rng: plan)
     frame_s = ROWS * WIDTH * 4 * 8 / (SLOW_MBPS * 1e6)
+    assert bound.bottleneck_s == pytest.approx(frame_s, rel=1e-12)
+    slow = execute(runtime, problem, plan, model=mlp(0), inputs=xs)
     print(f"throughput: 1000 Mbit/s {fast.throughput_rps:.1f} req/s, "
-          f"10 Mbit/s {slow.throughput_rps:.1f} req/s (link bound {1 / frame_s:.1f}); "
-          f"p50 latency {fast.latency_p50_s * 1e3:.0f} / {slow.latency_p50_s * 1e3:.0f} ms")
-    assert slow.throughput_rps <= 1.05 / frame_s
+          f"10 Mbit/s {slow.throughput_rps:.1f} req/s (plan's bound "
+          f"{bound.throughput_rps:.1f}); p50 latency {fast.latency_p50_s * 1e3:.0f} / "
+          f"{slow.latency_p50_s * 1e3:.0f} ms")
+    assert slow.throughput_rps <= 1.05 * bound.throughput_rps
     assert fast.throughput_rps > 1.5 * slow.throughput_rps
+    assert slow.request_ids == list(range(20))
+    for got, want in zip(slow.outputs, reference(mlp(0), xs), strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.ray
+def test_execute_refuses_a_plan_on_devices_the_cluster_lacks(runtime: RayRuntime) -> None:
+    problem = _problem(runtime)
+    renamed = dataclasses.replace(problem, nodes=("nano-0", "nano-1", "nano-2", "tx2-9"))
+    plan = PipelinePlan(CUTS, (0, 1, 3), 0.0, "hand")
+    with pytest.raises(ConfigError, match="tx2-9"):
+        execute(runtime, renamed, plan, model=mlp(0), inputs=inputs(1))
 
 
 @pytest.mark.ray
@@ -142,8 +179,13 @@ def test_bandwidth_probe_sees_the_emulated_link(runtime: RayRuntime) -> None:
     fast = measure_bandwidth(runtime, "nano-0", "nano-1", size_bytes=8_000_000,
                              frame_bytes=1_000_000)
     print(f"probe: {slow:.2f} Mbit/s (link 10), {fast:.0f} Mbit/s (link 1000)")
+    # The slow link's frames wait out its serialisation time, so the probe sees the link;
+    # it never sees more than a link carries (a little slack for the first frame's timing).
     assert slow == pytest.approx(SLOW_MBPS, rel=0.1)
-    assert fast == pytest.approx(1000.0, rel=0.25)  # 1 MB frames: Ray's overhead shows more
+    assert fast <= 1000.0 * 1.05
+    # On the fast link Ray's own overhead on a loaded host shows (536 Mbit/s seen at load
+    # 20 on 2 cores): compare the two links within this run, not with a wall-clock figure.
+    assert fast > 20 * slow
 
 
 @pytest.mark.ray

@@ -1,8 +1,7 @@
-"""Device emulation on one host: host speed, stretch factors and stretched compute."""
+"""Device emulation on one host: host speed and stretch factors (the stretched compute itself
+is tested with the Throttle, tests/runtime/test_throttle.py)."""
 
 from __future__ import annotations
-
-import time
 
 import pytest
 from hypothesis import given
@@ -11,12 +10,7 @@ from hypothesis import strategies as st
 from edgewise.cluster.model import Cluster
 from edgewise.cluster.schema import cluster_from_dict
 from edgewise.errors import ConfigError
-from edgewise.runtime.emulation import (
-    EmulationConfig,
-    auto_host_speed,
-    emulated_compute,
-    stretch_factors,
-)
+from edgewise.runtime.emulation import EmulationConfig, auto_host_speed, stretch_factors
 
 
 def _cluster(*speeds: float) -> Cluster:
@@ -114,48 +108,3 @@ def test_host_speed_equal_to_fastest_device_gives_stretch_one() -> None:
     stretch = stretch_factors(cluster, EmulationConfig(host_speed=2.0))
 
     assert stretch == pytest.approx({"d0": 2.0, "d1": 1.0})
-
-
-# --- emulated_compute ----------------------------------------------------------------------
-
-
-def _busy(seconds: float) -> None:
-    end = time.thread_time() + seconds
-    x = 0
-    while time.thread_time() < end:
-        x += 1
-
-
-def test_cpu_bound_body_lasts_stretch_times_its_cpu_time() -> None:
-    cpu0, wall0 = time.thread_time(), time.perf_counter()
-
-    with emulated_compute(3.0):
-        _busy(0.02)
-        body_wall = time.perf_counter() - wall0
-
-    wall = time.perf_counter() - wall0
-    cpu = time.thread_time() - cpu0
-    assert cpu >= 0.02
-    # On a loaded host the body alone may take longer than 3x its CPU time; then no sleep.
-    assert 2.5 * cpu <= wall <= max(5.0 * cpu, body_wall + 0.01)
-
-
-def test_stretch_one_adds_no_sleep() -> None:
-    wall0 = time.perf_counter()
-
-    with emulated_compute(1.0):
-        _busy(0.02)
-        body_wall = time.perf_counter() - wall0
-
-    assert time.perf_counter() - wall0 - body_wall < 0.005
-
-
-def test_sleeping_body_is_not_stretched() -> None:
-    # Only CPU time is stretched: a body that waits uses ~no CPU, so it gets no extra sleep.
-    wall0 = time.perf_counter()
-
-    with emulated_compute(10.0):
-        time.sleep(0.03)
-        body_wall = time.perf_counter() - wall0
-
-    assert time.perf_counter() - wall0 - body_wall < 0.01

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import json
+import math
 import shlex
 
 import pytest
 
 from edgewise.cluster.model import Cluster, Device
 from edgewise.cluster.schema import cluster_from_dict
-from edgewise.runtime.ray_cluster import DEVICE_SLOTS, RayRuntime, ray_start_line
+from edgewise.runtime import ray_cluster
+from edgewise.runtime.ray_cluster import DEVICE_SLOTS, RayRuntime, head_device, ray_start_line
 
 NANO = Device(
     name="nano-0",
@@ -78,3 +80,44 @@ def test_actor_options_without_name_have_no_name(runtime: RayRuntime) -> None:
 def test_actor_options_for_unknown_device_raise_key_error(runtime: RayRuntime) -> None:
     with pytest.raises(KeyError, match="ghost"):
         runtime.actor_options("ghost", 64)
+
+
+def test_transport_link_emulates_what_the_network_does_not(runtime: RayRuntime) -> None:
+    link = runtime.cluster.link("nano-0", "pi5")
+    testbed = RayRuntime(runtime.cluster, {}, emulated=False, time_dilation=4.0, links="latency")
+    network = RayRuntime(runtime.cluster, {}, emulated=False, links="network")
+
+    assert runtime.transport_link("nano-0", "pi5") == link  # one host: bandwidth and latency
+    on_testbed = testbed.transport_link("nano-0", "pi5")  # tc shapes bandwidth, no netem
+    assert on_testbed.bandwidth_mbps == math.inf
+    assert on_testbed.latency_ms == pytest.approx(4.0 * link.latency_ms)
+    assert network.transport_link("nano-0", "pi5").transfer_seconds(10**9) == 0.0
+
+
+def test_the_head_runs_on_the_manager_else_a_server_else_the_parameter_server() -> None:
+    def cluster(*devices: dict[str, object]) -> Cluster:
+        return cluster_from_dict({"name": "h", "devices": list(devices)}, source="test")
+
+    nano = {"name": "nano", "type": "jetson-nano"}
+    assert head_device(cluster(nano, {"name": "m", "type": "raspberry-pi-5",
+                                      "roles": ["manager"]})).name == "m"
+    assert head_device(cluster(nano, {"name": "s", "type": "edge-server-rtx3060"},
+                               {"name": "p", "type": "raspberry-pi-5",
+                                "roles": ["parameter-server"]})).name == "s"
+    assert head_device(cluster(nano, {"name": "p", "type": "raspberry-pi-5",
+                                      "roles": ["parameter-server"]})).name == "p"
+    assert head_device(cluster(nano)).name == "nano"
+
+
+def test_connect_emulates_without_an_address_and_joins_with_one(
+        runtime: RayRuntime, monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[str] = []
+    monkeypatch.setattr(ray_cluster, "start_local", lambda c, cfg=None: calls.append("local"))
+    monkeypatch.setattr(ray_cluster, "join_cluster", lambda c, a: calls.append(a))
+    monkeypatch.delenv("EDGEWISE_RAY_ADDRESS", raising=False)
+    ray_cluster.connect(runtime.cluster)
+    ray_cluster.connect(runtime.cluster, "10.0.0.1:6379")
+    monkeypatch.setenv("EDGEWISE_RAY_ADDRESS", "auto")
+    ray_cluster.connect(runtime.cluster)
+    ray_cluster.connect(runtime.cluster, "local")
+    assert calls == ["local", "10.0.0.1:6379", "auto", "local"]

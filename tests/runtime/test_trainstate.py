@@ -8,7 +8,7 @@ import torch
 from torch import nn
 
 from edgewise.runtime.trainstate import FlatState, mean_pushes
-from edgewise.runtime.transport import TransportError
+from edgewise.wire.frames import TransportError
 
 
 def _model(seed: int) -> nn.Module:

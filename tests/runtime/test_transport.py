@@ -21,19 +21,18 @@ from edgewise.runtime.microbench import (
     roundtrip_via,
     transport_roundtrip_ms_1mb,
 )
-from edgewise.runtime.transport import (
+from edgewise.runtime.transport import receive
+from edgewise.wire.frames import (
     DTYPES,
     MAGIC,
     MAX_HEADER_BYTES,
     VERSION,
     TransportError,
     decode,
-    decode_state_dict,
     encode,
-    encode_state_dict,
-    receive,
     to_torch,
 )
+from edgewise.wire.state import decode_state_dict, encode_state_dict
 
 PRELUDE = struct.Struct("<4sHHI")
 NUMPY_DTYPES = [d for name, d in DTYPES.items() if name != "bfloat16"]

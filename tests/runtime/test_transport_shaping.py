@@ -10,7 +10,8 @@ import torch
 
 from edgewise.cluster.model import Link
 from edgewise.runtime.shaping import ByteCounter, ByteCounts, LinkBytes, LinkDown, ShapedLink
-from edgewise.runtime.transport import TransportError, receive, send
+from edgewise.runtime.transport import receive, send
+from edgewise.wire.frames import TransportError
 
 
 class FakeClock:

@@ -25,7 +25,7 @@ from edgewise.runtime.engine import train
 from edgewise.runtime.plan import TrainConfig, TrainPlan, equal_plan
 from edgewise.runtime.ray_cluster import RayRuntime, start_local
 from edgewise.runtime.trainstate import read_frames
-from edgewise.runtime.transport import decode
+from edgewise.wire.frames import decode
 
 pytestmark = pytest.mark.ray
 

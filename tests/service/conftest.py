@@ -1,29 +1,17 @@
-"""Fixtures for the manager API tests: a small cluster and a dry-run backend over it."""
+"""The manager served for the whole session (see managerproc.py), for the slower tests."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
-
-from edgewise.cluster.model import Cluster
-from edgewise.cluster.schema import cluster_from_dict
-from edgewise.service import InMemoryBackend
+from managerproc import ManagerProcess
 
 
-@pytest.fixture
-def cluster() -> Cluster:
-    return cluster_from_dict(
-        {
-            "name": "lab",
-            "devices": [
-                {"name": "tx2", "type": "jetson-tx2"},
-                {"name": "nano", "type": "jetson-nano"},
-                {"name": "ps", "type": "raspberry-pi-5", "roles": ["parameter-server"]},
-            ],
-            "links": [{"between": ["tx2", "ps"], "bandwidth_mbps": 100}],
-        }
-    )
-
-
-@pytest.fixture
-def backend(cluster: Cluster) -> InMemoryBackend:
-    return InMemoryBackend(cluster, clock=lambda: 1000.0)
+@pytest.fixture(scope="session")
+def manager(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ManagerProcess]:
+    """The example cluster (deep-edge-testbed) served for the whole session."""
+    process = ManagerProcess(tmp_path_factory.mktemp("served"))
+    process.start()
+    yield process
+    process.stop()

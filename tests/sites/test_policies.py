@@ -5,14 +5,16 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from edgewise.anatomy import OnlinePolicy
 from edgewise.errors import InfeasibleError
 from edgewise.sites.cost import plan_cost
-from edgewise.sites.policies import POLICIES, get_policy
-from edgewise.sites.problem import SitesProblem
+from edgewise.sites.policies import REGISTRY, Rule, SlotFeedback, SlotState, get_policy
+from edgewise.sites.problem import JobSlot, SitesProblem
 from edgewise.sites.scenario import default_scenario, tiny_scenario
 from edgewise.sites.sim import simulate
 from edgewise.sites.validate import violations
@@ -28,16 +30,61 @@ def scenarios(draw: st.DrawFn) -> SitesProblem:
                             latency=draw(KINDS))
 
 
-def test_registry_lists_the_policies() -> None:
-    get_policy("okita")
-    assert set(POLICIES) == {*ONLINE, "offline-opt"}
+def test_registry_lists_the_policies_and_each_makes_an_online_policy() -> None:
+    assert REGISTRY.names() == sorted({*ONLINE, "offline-opt"})
+    problem = tiny_scenario(1)
+    for name in REGISTRY.names():
+        policy = get_policy(name)(problem, np.random.default_rng(0))
+        assert isinstance(policy, OnlinePolicy), name
+        policy.learn(SlotFeedback(0, (), 0.0, ()))  # a rule: accepted, ignored
+
+
+class _Recorder(Rule):
+    """okita, recording every feedback the loop gives it."""
+
+    def __init__(self, problem: SitesProblem, rng: np.random.Generator) -> None:
+        self.inner = get_policy("okita")(problem, rng)
+        self.heard: list[SlotFeedback] = []
+
+    def step(self, state: SlotState) -> tuple[JobSlot, ...]:
+        return self.inner.step(state)
+
+    def learn(self, feedback: SlotFeedback, /) -> None:
+        self.heard.append(feedback)
+
+
+def test_the_loop_feeds_back_what_each_slot_cost_and_finished() -> None:
+    problem = default_scenario(2, n_sites=5, n_jobs=6, horizon=12)
+    made: list[_Recorder] = []
+
+    def factory(p: SitesProblem, rng: np.random.Generator) -> _Recorder:
+        made.append(_Recorder(p, rng))
+        return made[-1]
+
+    result = simulate(problem, factory, seed=4)
+    assert result.policy == "factory"
+    assert result.plan.entries == simulate(problem, "okita", seed=4).plan.entries
+    heard = made[0].heard
+    assert [f.slot for f in heard] == list(range(result.slots_run - 1))  # the last: no one left
+    assert sum(f.bandwidth_cost for f in heard) == pytest.approx(result.cost.bandwidth)
+    finished = {job: f.slot for f in heard for job in f.finished}
+    assert result.unfinished == () and finished == result.completion
+    applied = sorted((e for f in heard for e in f.applied), key=lambda e: (e.slot, e.job))
+    assert tuple(applied) == result.plan.entries
+
+
+def test_a_registered_factory_keeps_its_name() -> None:
+    problem = tiny_scenario(3)
+    by_factory = simulate(problem, get_policy("fifo"), seed=1)
+    assert by_factory.policy == by_factory.plan.policy == "fifo"
+    assert by_factory == simulate(problem, "fifo", seed=1)
 
 
 @pytest.mark.parametrize("policy", ONLINE)
 @settings(max_examples=12, deadline=None)
 @given(problem=scenarios(), seed=st.integers(0, 100))
 def test_online_plans_are_feasible(policy: str, problem: SitesProblem, seed: int) -> None:
-    result = simulate(problem, policy, seed)
+    result = simulate(problem, policy, seed=seed)
     assert violations(problem, result.plan) == []
     assert result.unfinished == ()
     assert result.total_cost == pytest.approx(plan_cost(problem, result.plan).total)
@@ -47,7 +94,7 @@ def test_online_plans_are_feasible(policy: str, problem: SitesProblem, seed: int
 @given(seed=st.integers(0, 10_000), kind=KINDS)
 def test_okita_against_offline_opt(seed: int, kind: str) -> None:
     problem = tiny_scenario(seed, latency=kind)
-    online = {p: simulate(problem, p, seed) for p in ONLINE}
+    online = {p: simulate(problem, p, seed=seed) for p in ONLINE}
     in_time = {p: r for p, r in online.items() if r.slots_run <= problem.horizon}
     try:
         opt = simulate(problem, "offline-opt")
@@ -71,7 +118,8 @@ def test_offline_objective_matches_its_plan() -> None:
 def test_same_seed_same_schedule() -> None:
     problem = default_scenario(5, n_sites=8, n_jobs=10, horizon=20)
     for policy in ONLINE:
-        assert simulate(problem, policy, 3).plan == simulate(problem, policy, 3).plan
+        assert simulate(problem, policy, seed=3).plan == \
+            simulate(problem, policy, seed=3).plan
 
 
 def _two_sites(data: tuple[int, int], per_site_workers: int) -> SitesProblem:

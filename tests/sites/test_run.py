@@ -8,12 +8,12 @@ import pytest
 
 from edgewise.cluster.model import Link
 from edgewise.errors import ConfigError, InfeasibleError
+from edgewise.sites.chunks import split_chunks
 from edgewise.sites.problem import Job, JobSlot, Plan, SiteSpec, SitesProblem, Transfer
 from edgewise.sites.realbench import real_problem
-from edgewise.sites.run import SiteRunConfig, SitesRun, emulated_cluster, execute_plan
+from edgewise.sites.run import SiteRunConfig, SitesRun, emulated_cluster, execute_emulated
 from edgewise.sites.sim import plan_schedule
-from edgewise.sites.sitemap import allocate_slot, devices_needed, site_devices
-from edgewise.sites.store import split_chunks
+from edgewise.sites.sitemap import JobDevices, allocate_slot, devices_needed, site_devices
 from edgewise.sites.validate import check_plan
 
 CAP = (2.0, 16.0, 64.0, 100.0)
@@ -38,7 +38,7 @@ def _plan() -> Plan:
 
 @pytest.fixture(scope="module")
 def run() -> SitesRun:
-    return execute_plan(_problem(), _plan(), SiteRunConfig(seed=0))
+    return execute_emulated(_problem(), _plan(), config=SiteRunConfig(seed=0))
 
 
 def test_the_ps_migrates_and_training_continues_from_the_checkpoint(run: SitesRun) -> None:
@@ -71,7 +71,7 @@ def test_an_invalid_plan_is_refused_before_ray_starts() -> None:
     bad = Plan("bad", (JobSlot("digits", 0, (1, 0), 0, (Transfer(0, 0, 8),)),),
                {"digits": 0})
     with pytest.raises(InfeasibleError, match=r"\(2a\)|\(2b\)"):
-        execute_plan(_problem(), bad)
+        execute_emulated(_problem(), bad)
 
 
 def test_site_devices_and_allocation_keep_a_job_where_it_stays() -> None:
@@ -83,8 +83,8 @@ def test_site_devices_and_allocation_keep_a_job_where_it_stays() -> None:
     assert cluster.link("edge-a-n0", "edge-a-n1").bandwidth_mbps == 1000.0
     assert cluster.link("edge-a-n0", "edge-b-n0").bandwidth_mbps == 100.0
     stay = JobSlot("digits", 1, (1, 1), 0, ())
-    got = allocate_slot([stay], sites, {"digits": ("edge-a-n1", ("edge-a-n0",))})
-    assert got["digits"] == ("edge-a-n1", ("edge-a-n0", "edge-b-n0"))
+    got = allocate_slot([stay], sites, {"digits": JobDevices("edge-a-n1", ("edge-a-n0",))})
+    assert got["digits"] == JobDevices("edge-a-n1", ("edge-a-n0", "edge-b-n0"))
     small = cluster.without(frozenset({"edge-b-n1"}))
     with pytest.raises(ConfigError, match="edge-b"):
         site_devices(small, problem, plan)
@@ -113,7 +113,7 @@ def _moves(plan: Plan) -> int:
 def test_okita_moves_the_real_scenarios_jobs_between_sites(quick: bool) -> None:
     """The real-run figures need a schedule that migrates; okita's must, on both."""
     problem = real_problem(quick)
-    plan = plan_schedule(problem, "okita", 0)
+    plan = plan_schedule(problem, "okita", seed=0)
     check_plan(problem, plan)
     assert _moves(plan) >= 1
     assert sum(e.chunks for e in plan.entries) == sum(j.total_chunks for j in problem.jobs)

@@ -2,19 +2,18 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
 
+from edgewise.cluster.examples import example_path
 from edgewise.cluster.schema import cluster_from_dict, load_cluster
 from edgewise.runtime.plan import TrainConfig
 from edgewise.runtime.ray_cluster import start_local
 from edgewise.update.policies import get_policy
-from edgewise.update.run import cluster_problem, run_update, to_train_plan
-from edgewise.update.sim import simulate
+from edgewise.update.run import cluster_problem, execute, to_train_plan
+from edgewise.update.sim import score
 
-TESTBED = Path(__file__).resolve().parents[2] / "examples" / "deep-edge-testbed.yaml"
+TESTBED = example_path("deep-edge-testbed.yaml")
 RNG = np.random.default_rng(0)
 
 
@@ -27,9 +26,9 @@ def test_a_heavily_loaded_device_is_dropped_or_shrunk_and_deadlines_hold(loaded:
     shrunk = plan.batch_sizes.get("nano-2", 0) < idle_plan.batch_sizes["nano-2"]
     assert "nano-2" not in plan.workers or shrunk
     assert plan.shards.get("nano-2", 0) < idle_plan.shards["nano-2"]
-    assert simulate(problem, plan).violations == ()
+    assert score(problem, plan).violations == ()
     fair = get_policy("fair")(problem, RNG)
-    assert "sift-nano-2" in simulate(problem, fair).violations
+    assert "sift-nano-2" in score(problem, fair).violations
 
 
 def test_the_plan_becomes_an_engine_plan_over_the_digits() -> None:
@@ -54,10 +53,11 @@ def test_a_plan_runs_with_its_background_apps_really_running() -> None:
         "background_apps": [{"name": "sift-0", "device": "nano-0", "kind": "sift",
                              "period_ms": 200}],
     })
-    plan = get_policy("deep-edge")(cluster_problem(cluster, {}, 1437), RNG)
+    problem = cluster_problem(cluster, {}, 1437)
+    plan = get_policy("deep-edge")(problem, RNG)
     runtime = start_local(cluster)
     try:
-        done = run_update(runtime, plan, TrainConfig(epochs=1, heartbeat_s=0.5), 1437)
+        done = execute(runtime, problem, plan, config=TrainConfig(epochs=1, heartbeat_s=0.5))
     finally:
         runtime.shutdown()
     assert len(done.result.epochs) == 1

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import itertools
+from dataclasses import replace
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -10,7 +13,7 @@ from hypothesis import strategies as st
 from edgewise.errors import InfeasibleError
 from edgewise.update.policies import get_policy
 from edgewise.update.problem import AppLimit, UpdateProblem, WorkerState
-from edgewise.update.sim import simulate
+from edgewise.update.sim import score
 from tests.update.stub import StubModel
 
 MODELS = {"fast": StubModel("fast", speed=1.5, mem_per_sample=0.3, sift_ms=70),
@@ -41,7 +44,7 @@ def test_deep_edge_is_feasible_and_close_to_exact(workers: list) -> None:
     plan = get_policy("deep-edge")(problem, RNG)
     assert sum(plan.shards.values()) == problem.n_samples
     assert all(8 <= plan.batch_sizes[w] <= 128 for w in plan.workers)
-    assert not simulate(problem, plan).violations
+    assert not score(problem, plan).violations
     assert plan.predicted_epoch_s >= best.predicted_epoch_s * (1 - 1e-9)
     assert plan.predicted_epoch_s <= best.predicted_epoch_s * 1.25
 
@@ -59,9 +62,9 @@ def test_a_heavily_loaded_device_is_dropped_and_deadlines_hold() -> None:
     problem = _problem([(10, 10, 20), (10, 10, 20), (85, 60, 20)], ["slow"] * 3)
     plan = get_policy("deep-edge")(problem, RNG)
     assert "w2" not in plan.workers
-    assert not simulate(problem, plan).violations
+    assert not score(problem, plan).violations
     fair = get_policy("fair")(problem, RNG)
-    assert "w2" in fair.workers and simulate(problem, fair).violations == ("sift-2",)
+    assert "w2" in fair.workers and score(problem, fair).violations == ("sift-2",)
 
 
 def test_infeasible_constraints_raise_a_clear_error() -> None:
@@ -76,3 +79,74 @@ def test_fair_splits_equally() -> None:
     problem = _problem([(0, 0, 10)] * 3, ["slow", "fast", "slow"], n=100)
     plan = get_policy("fair")(problem, RNG)
     assert sorted(plan.shards.values()) == [33, 33, 34]
+
+
+def _brute_force_epoch(problem: UpdateProblem) -> float:
+    """The exact oracle's objective, computed from the models alone: every worker subset ×
+    every power-of-two batch within memory and δ, continuous shards d_i ∝ 1/t_i^total."""
+    best = np.inf
+    sizes = [b for b in (8, 16, 32, 64, 128) if problem.b_min <= b <= problem.b_max]
+    for subset in itertools.chain.from_iterable(
+            itertools.combinations(problem.workers, k) for k in range(1, len(problem.workers) + 1)):
+        for batches in itertools.product(sizes, repeat=len(subset)):
+            rates = []
+            for w, b in zip(subset, batches, strict=True):
+                model, state, one = MODELS[w.device_type], np.array([w.state]), np.array([b])
+                new = model.new_state(state, one.astype(float))
+                if new[0, 2] > problem.mem_limit_percent or any(
+                        model.exec_time(a.kind, new)[0] > a.threshold_ms for a in w.apps):
+                    break
+                update = model.update_time(state, one, np.array([np.mean(batches)]),
+                                           np.array([problem.ps_state[0]]),
+                                           np.array([float(len(subset))]))[0]
+                rates.append(1.0 / (model.compute_time(state, one.astype(float))[0] + update / b))
+            else:
+                best = min(best, problem.n_samples / sum(rates))
+    return best
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.lists(st.tuples(state, st.sampled_from(["fast", "slow"])), min_size=1, max_size=3))
+def test_exact_is_the_brute_force_minimum(workers: list) -> None:
+    problem = _problem([s for s, _ in workers], [t for _, t in workers])
+    oracle = _brute_force_epoch(problem)
+    if np.isinf(oracle):
+        with pytest.raises(InfeasibleError):
+            get_policy("exact")(problem, RNG)
+        return
+    assert get_policy("exact")(problem, RNG).predicted_epoch_s == pytest.approx(oracle, rel=1e-9)
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.lists(st.tuples(state, st.sampled_from(["fast", "slow"])), min_size=1, max_size=4))
+def test_literal_algorithm_1_keeps_deadlines_and_never_beats_exact(workers: list) -> None:
+    problem = _problem([s for s, _ in workers], [t for _, t in workers])
+    try:
+        plan = get_policy("deep-edge-literal")(problem, RNG)
+    except InfeasibleError:
+        return  # literal Algorithm 1 may drop every worker that deep-edge would shrink
+    assert sum(plan.shards.values()) == problem.n_samples
+    assert not score(problem, plan).violations
+    best = get_policy("exact")(problem, RNG)
+    assert plan.predicted_epoch_s >= best.predicted_epoch_s * (1 - 1e-9)
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.lists(st.tuples(state, st.sampled_from(["fast", "slow"])), min_size=1, max_size=5),
+       st.sampled_from([8, 16, 32, 64]))
+def test_fair_gives_equal_shares_at_the_users_batch_to_every_worker_it_fits(
+        workers: list, batch: int) -> None:
+    problem = replace(_problem([s for s, _ in workers], [t for _, t in workers], n=1000),
+                      user_batch=batch)
+    fits = [w.device for w in problem.workers
+            if MODELS[w.device_type].new_state(np.array([w.state]), np.array([float(batch)]))[0, 2]
+            <= problem.mem_limit_percent]
+    if not fits:
+        with pytest.raises(InfeasibleError, match="memory"):
+            get_policy("fair")(problem, RNG)
+        return
+    plan = get_policy("fair")(problem, RNG)
+    assert sorted(plan.workers) == sorted(fits)
+    assert set(plan.batch_sizes.values()) == {batch}
+    assert max(plan.shards.values()) - min(plan.shards.values()) <= 1
+    assert sum(plan.shards.values()) == 1000

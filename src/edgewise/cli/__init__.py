@@ -28,6 +28,7 @@ GROUPS: dict[str, str] = {
     "continual": "edgewise.cli.continual",
     "sites": "edgewise.cli.sites",
     "modelparallel": "edgewise.cli.modelparallel",
+    "testbed": "edgewise.cli.testbed",
 }
 """Sub-command groups: name → module with a ``typer.Typer`` named ``app``."""
 

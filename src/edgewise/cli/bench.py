@@ -1,29 +1,98 @@
-"""`edgewise bench ...`: reproduce headline experiments; `--json` prints one object."""
+"""`edgewise bench NAME`: reproduce a headline experiment; `--json` prints one object.
+
+Every benchmark is a ``BenchSpec`` run by the one driver (``edgewise.bench``); this module
+builds one command per spec, with the kit's shared options and the spec's own.
+"""
 
 from __future__ import annotations
 
+import inspect
 import json
-from collections.abc import Callable
+import os
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import typer
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from edgewise.bench import BenchOption, BenchSpec, Figures, load_object, run_bench
 from edgewise.cli.common import err, out, state_dir, user_errors, writable_folder
 
-__all__ = ["app"]
+__all__ = ["BENCHES", "app", "emit"]
 
-app = typer.Typer(help="Benchmarks; each prints a table, or one JSON object with --json.",
-                  no_args_is_help=True)
+BENCHES: dict[str, str] = {
+    "runtime": "edgewise.runtime.bench:SPEC",
+    "deep-edge": "edgewise.update.bench:SPEC",
+    "seifer": "edgewise.pipeline.bench:SPEC",
+    "ekya": "edgewise.continual.bench:SPEC",
+    "okita": "edgewise.sites.bench:SPEC",
+    "srole": "edgewise.modelparallel.bench:SPEC",
+}
+"""Benchmark name → its spec (``"module:NAME"``)."""
+
+LISTING: dict[str, str] = {
+    "runtime": "Real training on the emulated cluster: accuracy, parameter-server scaling, "
+               "transport.",
+    "deep-edge": "Deep-Edge §V-C: deep-edge vs fair on random testbed experiments.",
+    "seifer": "SEIFER §6.1: partition-and-placement policies over the model zoo, and a real "
+              "pipeline.",
+    "ekya": "Ekya §6: thief vs uniform over streams and accelerators, and real windows.",
+    "okita": "Okita §V: online schedulers vs the offline optimum, and a real run.",
+    "srole": "SROLE §V: job completion time, collisions and shield overhead of the methods.",
+}
+"""One line per benchmark for ``edgewise bench --help``, so that listing them imports no
+spec (specs import torch or Ray); the command's own help is its spec's title."""
 
 
-JsonOpt = typer.Option(False, "--json", help="print one JSON object on stdout")
-QuickOpt = typer.Option(False, "--quick", help="fewer points per sweep")
-PlotsOpt = typer.Option(None, help="folder for the PNG plots (default: state dir)")
+
+def _real_command(name: str) -> Any:
+    """The click command of benchmark ``name``, built from its spec (imported now)."""
+    one = typer.Typer(add_completion=False)
+    one.command(name)(command(load_object(BENCHES[name])))
+    built = typer.main.get_command(one)
+    built.name = name
+    return built
 
 
-def _emit(figures: dict[str, object], as_json: bool, title: str) -> None:
+class _Listed(typer.core.TyperCommand):
+    """A benchmark as listed: its name and one line; called, it becomes the real command
+    (the spec is imported only then)."""
+
+    def make_context(self, info_name: str | None, args: list[str], parent: Any = None,
+                     **extra: Any) -> Any:
+        assert self.name is not None
+        return _real_command(self.name).make_context(info_name, args, parent=parent, **extra)
+
+
+class _LazyBenches(typer.core.TyperGroup):
+    """``edgewise bench NAME`` imports NAME's spec and no other; ``edgewise bench --help``
+    imports none (the listing comes from LISTING)."""
+
+    def list_commands(self, ctx: Any) -> list[str]:
+        return list(BENCHES)
+
+    def get_command(self, ctx: Any, cmd_name: str) -> Any:
+        if cmd_name not in BENCHES:
+            return None
+        return _Listed(name=cmd_name, help=LISTING.get(cmd_name), short_help=LISTING.get(cmd_name))
+
+
+app = typer.Typer(cls=_LazyBenches, no_args_is_help=True)
+
+
+@app.callback()
+def _benchmarks() -> None:
+    """Benchmarks; each prints a table, or one JSON object with --json."""
+
+_TYPES: dict[str, type] = {"int": int, "float": float, "str": str, "path": Path, "bool": bool}
+
+
+def emit(figures: Figures, as_json: bool, title: str) -> None:
+    """One JSON object on stdout, or a table of the figures."""
     if as_json:
         print(json.dumps(figures))
         return
@@ -35,8 +104,25 @@ def _emit(figures: dict[str, object], as_json: bool, title: str) -> None:
     out.print(table)
 
 
-def _with_bar(label: str, run: Callable[[Callable[[str, float], None]], dict[str, object]]
-              ) -> dict[str, object]:
+@contextmanager
+def _stdout_to_stderr(active: bool) -> Iterator[None]:
+    """While ``active``, everything written to file descriptor 1 (libraries print banners
+    from C, e.g. HiGHS) goes to stderr, so that ``--json`` prints only the one object."""
+    if not active:
+        yield
+        return
+    sys.stdout.flush()
+    saved = os.dup(1)
+    try:
+        os.dup2(2, 1)
+        yield
+    finally:
+        sys.stdout.flush()
+        os.dup2(saved, 1)
+        os.close(saved)
+
+
+def _with_bar(label: str, run: Callable[[Callable[[str, float], None]], Figures]) -> Figures:
     """Run one benchmark behind a transient progress bar on stderr."""
     with Progress(TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn(),
                   console=err, transient=True) as bar:
@@ -44,123 +130,57 @@ def _with_bar(label: str, run: Callable[[Callable[[str, float], None]], dict[str
         return run(lambda msg, frac: bar.update(task, description=msg, completed=frac))
 
 
-@app.command()
-@user_errors
-def runtime(
-    as_json: bool = JsonOpt,
-    cluster: Path = typer.Option(None, help="cluster with three identical workers "
-                                 "(default: examples/three-nanos.yaml)"),
-    epochs: int = typer.Option(8, min=1, max=100),
-    seed: int = typer.Option(0),
-) -> None:
-    """Real training on the emulated cluster: accuracy, parameter-server scaling, transport."""
-    from edgewise.runtime.bench import DEFAULT_CLUSTER, run_runtime_bench
-
-    cluster = cluster or DEFAULT_CLUSTER
-    with err.status("benchmarking the runtime") as status:
-        figures = run_runtime_bench(cluster, epochs=epochs, seed=seed,
-                                    progress=lambda msg: status.update(msg))
-    _emit(figures, as_json, "edgewise bench runtime")
+def _own(option: BenchOption) -> inspect.Parameter:
+    flag = "--" + option.name.replace("_", "-")
+    if option.kind == "bool":  # a flag: --name, no --no-name
+        return inspect.Parameter(option.name, inspect.Parameter.KEYWORD_ONLY, annotation=bool,
+                                 default=typer.Option(bool(option.default), flag,
+                                                      help=option.help))
+    default = typer.Option(option.default, flag, help=option.help, min=option.minimum,
+                           max=option.maximum)
+    kind = _TYPES[option.kind]
+    annotation = kind if option.default is not None else kind | None
+    return inspect.Parameter(option.name, inspect.Parameter.KEYWORD_ONLY, default=default,
+                             annotation=annotation)
 
 
-@app.command("deep-edge")
-@user_errors
-def deep_edge(
-    as_json: bool = JsonOpt,
-    experiments: int = typer.Option(120, min=1, max=10000),
-    seed: int = typer.Option(0),
-    fit_budget: float = typer.Option(6.0, min=0.5, help="AutoML seconds per learned function"),
-    histogram: Path = typer.Option(None, help="speedup histogram PNG (default: state dir)"),
-) -> None:
-    """Deep-Edge §V-C: deep-edge vs fair on random testbed experiments, gap to the exact
-    oracle, solver time, model MAPE."""
-    from edgewise.update.bench import run_deep_edge_bench
+def _shared(spec: BenchSpec) -> list[inspect.Parameter]:
+    def param(name: str, annotation: Any, default: Any) -> inspect.Parameter:
+        return inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default,
+                                 annotation=annotation)
 
-    png = histogram or state_dir() / "bench" / "deep-edge-speedup.png"
-    writable_folder(png.parent, "--histogram")
-    figures = _with_bar("deep-edge", lambda progress: run_deep_edge_bench(
-        experiments=experiments, seed=seed, fit_budget_s=fit_budget, histogram=png,
-        progress=progress))
-    _emit(figures, as_json, "edgewise bench deep-edge")
-
-
-@app.command()
-@user_errors
-def seifer(
-    as_json: bool = JsonOpt,
-    trials: int = typer.Option(50, min=1, max=10000, help="trials per node count"),
-    seed: int = typer.Option(0),
-    quick: bool = typer.Option(False, "--quick", help="5 trials per node count"),
-) -> None:
-    """SEIFER §6.1: partition-and-placement policies on random geometric clusters over the
-    model zoo, approximation ratios, decision time, and a real pipeline on emulated links."""
-    from edgewise.pipeline.bench import run_seifer_bench
-
-    figures = _with_bar("seifer", lambda progress: run_seifer_bench(
-        trials=trials, seed=seed, quick=quick, progress=progress))
-    _emit(figures, as_json, "edgewise bench seifer")
+    params = [param("as_json", bool, typer.Option(False, "--json",
+                                                  help="print one JSON object on stdout")),
+              param("seed", int, typer.Option(0, help="seed of every random draw"))]
+    if spec.has_quick:
+        params.append(param("quick", bool, typer.Option(False, "--quick",
+                                                        help="fewer points per sweep")))
+    if spec.real is not None and spec.simulated is not None:
+        params.append(param("real", bool, typer.Option(
+            True, "--real/--no-real", help="include the real runs on Ray")))
+    if spec.plots is not None:
+        params.append(param("plots", Path | None, typer.Option(
+            None, help="folder for the PNG plots (default: the state dir)")))
+    return params
 
 
-ProblemBench = Callable[..., dict[str, object]]
+def command(spec: BenchSpec) -> Callable[..., None]:
+    """The Typer command of ``spec``: shared options, then the spec's own."""
+    own = [o.name for o in spec.options]
 
+    def run(**kwargs: Any) -> None:
+        folder = None
+        if spec.plots is not None:
+            chosen = kwargs.get("plots") or state_dir() / "bench" / spec.name
+            folder = writable_folder(chosen, "--plots")
+        with _stdout_to_stderr(kwargs["as_json"]):
+            figures = _with_bar(spec.name, lambda progress: run_bench(
+                spec, seed=kwargs["seed"], quick=kwargs.get("quick", False),
+                include_real=kwargs.get("real", True), plots_dir=folder,
+                options={k: kwargs[k] for k in own}, progress=progress))
+        emit(figures, kwargs["as_json"], f"edgewise bench {spec.name}")
 
-def _problem_bench(name: str, runner: ProblemBench, *, as_json: bool, seed: int, quick: bool,
-                   real: bool, plots: Path | None) -> None:
-    """The shared body of `bench ekya|okita|srole`: one runner signature, one bar, one emit."""
-    folder = writable_folder(plots or state_dir() / "bench" / name, "--plots")
-    figures = _with_bar(name, lambda progress: runner(
-        seed=seed, quick=quick, include_real=real, progress=progress, plots_dir=folder))
-    _emit(figures, as_json, f"edgewise bench {name}")
-
-
-@app.command()
-@user_errors
-def ekya(
-    as_json: bool = JsonOpt, seed: int = typer.Option(0), quick: bool = QuickOpt,
-    real: bool = typer.Option(True, "--real/--no-real",
-                              help="include the micro-profiler and the real runtime"),
-    plots: Path = PlotsOpt,
-) -> None:
-    """Ekya §6: thief vs uniform over streams and accelerators (trace-driven), capacity,
-    factor analysis, Δ sensitivity, micro-profiler error, and real windows on digits."""
-    from edgewise.continual.bench import run_ekya_bench
-
-    _problem_bench("ekya", run_ekya_bench, as_json=as_json, seed=seed, quick=quick,
-                   real=real, plots=plots)
-
-
-@app.command()
-@user_errors
-def okita(
-    as_json: bool = JsonOpt, seed: int = typer.Option(0), quick: bool = QuickOpt,
-    real: bool = typer.Option(True, "--real/--no-real", help="include the real run on Ray"),
-    plots: Path = PlotsOpt,
-) -> None:
-    """Okita §V: cost vs sites and jobs, sensitivity, latency functions, ratio to the
-    offline optimum, running time, and a real run with migrations."""
-    from edgewise.sites.bench import run_okita_bench
-
-    _problem_bench("okita", run_okita_bench, as_json=as_json, seed=seed, quick=quick,
-                   real=real, plots=plots)
-
-
-@app.command()
-@user_errors
-def srole(
-    as_json: bool = JsonOpt, seed: int = typer.Option(0), quick: bool = QuickOpt,
-    real: bool = typer.Option(True, "--real/--no-real",
-                              help="include real model-parallel training on Ray"),
-    plots: Path = PlotsOpt,
-    partitions: int | None = typer.Option(
-        None, "--partitions", min=1, max=64,
-        help="group each job's model levels into at most this many partitions "
-             "(default: one partition per model level, §III)"),
-) -> None:
-    """SROLE §V: job completion time vs edges for three models, tasks per device,
-    utilisation, shield overhead, collisions vs κ, and a real model-parallel placement."""
-    from functools import partial
-
-    from edgewise.modelparallel.bench import run_srole_bench
-
-    _problem_bench("srole", partial(run_srole_bench, partitions=partitions), as_json=as_json,
-                   seed=seed, quick=quick, real=real, plots=plots)
+    run.__signature__ = inspect.Signature([*_shared(spec), *map(_own, spec.options)])  # type: ignore[attr-defined]
+    run.__doc__ = spec.title
+    run.__name__ = spec.name.replace("-", "_")
+    return user_errors(run)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import time
 from pathlib import Path
 from typing import Annotated
@@ -13,10 +15,17 @@ from rich.markup import escape
 
 from edgewise.cli.common import err, out, user_errors
 from edgewise.cli.render import catalog_table, cluster_table, metrics_table
+from edgewise.cluster.catalog import catalog
 from edgewise.cluster.schema import load_cluster
 from edgewise.runtime.agent import DeviceAgent
 from edgewise.runtime.launch import monitor_handle
-from edgewise.runtime.ray_cluster import join_cluster, ray_start_line, start_local
+from edgewise.runtime.ray_cluster import (
+    ADDRESS_ENV,
+    connect,
+    head_device,
+    head_start_line,
+    ray_start_line,
+)
 
 __all__ = ["app"]
 
@@ -36,8 +45,13 @@ def check(file: ClusterFile) -> None:
 
 
 @app.command()
-def types() -> None:
+def types(as_json: bool = typer.Option(False, "--json",
+                                       help="print one JSON object: type name → figures")
+          ) -> None:
     """The catalog of real edge device types and their datasheet figures."""
+    if as_json:
+        print(json.dumps({name: dataclasses.asdict(t) for name, t in catalog().items()}))
+        return
     out.print(catalog_table())
 
 
@@ -46,10 +60,23 @@ def types() -> None:
 def join_lines(
     file: ClusterFile, head: str = typer.Option("HEAD_IP:6379", help="head address")
 ) -> None:
-    """The `ray start` line each real device runs to join as its cluster-file device."""
+    """The `ray start` lines that make real devices the cluster file's devices: the head's
+    first (on the manager or server device), then each other device's; with token
+    authentication (Ray 2.x), and how the head's token reaches each device."""
     cluster = load_cluster(file)
+    first = head_device(cluster)
+    host, _, port = head.rpartition(":")
+    print(f"# 1. On the head, {first.name} ({first.type}): make the cluster's token "
+          "(~/.ray/auth_token), then start Ray.\nexport RAY_AUTH_MODE=token\n"
+          f"ray get-auth-token --generate\n{head_start_line(first, int(port or 6379))}")
+    print("# 2. Give every other device (and every machine that runs edgewise with "
+          f"--address {head}) the head's token, e.g.\n"
+          f"#      scp {host or 'HEAD_IP'}:.ray/auth_token ~/.ray/auth_token\n"
+          "#    or `export RAY_AUTH_TOKEN=...` with the output of `ray get-auth-token` on "
+          "the head.\n# 3. On each device:")
     for d in cluster.devices:
-        print(f"# {d.name} ({d.type})\n{ray_start_line(d, head)}")
+        if d.name != first.name:
+            print(f"# {d.name} ({d.type})\nexport RAY_AUTH_MODE=token\n{ray_start_line(d, head)}")
 
 
 @app.command()
@@ -57,12 +84,14 @@ def join_lines(
 def up(
     file: ClusterFile,
     seconds: float = typer.Option(0, help="stop after this many seconds (0: until Ctrl-C)"),
-    address: str = typer.Option("", help="join this Ray cluster instead of emulating locally"),
+    address: str = typer.Option("", envvar=ADDRESS_ENV,
+                                help="join this Ray cluster (host:port or auto) instead of "
+                                "emulating locally"),
     period: float = typer.Option(1.0, help="heartbeat and refresh period, seconds"),
 ) -> None:
     """Start the cluster (emulated on this host, or joined), then show live device metrics."""
     cluster = load_cluster(file)
-    runtime = join_cluster(cluster, address) if address else start_local(cluster)
+    runtime = connect(cluster, address)
     try:
         out.print(cluster_table(cluster, runtime.stretch if runtime.emulated else None))
         monitor = monitor_handle(runtime, period)

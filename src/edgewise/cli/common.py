@@ -31,7 +31,7 @@ def user_errors(fn: Callable[P, R]) -> Callable[P, R]:
         try:
             return fn(*args, **kwargs)
         except EdgewiseError as exc:
-            err.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
+            err.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
             raise typer.Exit(2) from None
         except KeyboardInterrupt:
             err.print("interrupted")

@@ -2,31 +2,34 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import typer
 from rich.console import Console
 from rich.progress import Progress, TaskID
 from rich.table import Table
 
-from edgewise.cli.common import out, user_errors
+from edgewise.cli.common import err, out, user_errors
 from edgewise.continual.microprofiler import MicroProfile, microprofile, prepare_window
 from edgewise.continual.policies import get_policy
 from edgewise.continual.problem import ContinualPlan, StreamState
 from edgewise.continual.run import (
+    LiveProblem,
     RunSettings,
     WindowResult,
     edge_cluster,
+    execute,
     offline_inference_options,
     plan_window,
-    run_continual,
 )
 from edgewise.errors import ConfigError
 from edgewise.nn.continual_models import golden_model, pretrained_edge
 from edgewise.nn.streams import DigitsStream, Window, digits_streams, load_frame_folders
 
-__all__ = ["app", "demo_part", "plan_table", "planned", "window_table"]
+__all__ = ["app", "demo_part", "plan_json", "plan_table", "planned", "run_json", "window_table"]
 
 app = typer.Typer(help="Continuous learning (Ekya): plan retraining vs inference, run it.",
                   no_args_is_help=True)
@@ -34,11 +37,12 @@ app = typer.Typer(help="Continuous learning (Ekya): plan retraining vs inference
 Streams = typer.Option(3, min=1, max=16, help="number of drifting digits streams")
 WindowS = typer.Option(5.0, min=0.5, max=600.0, help="retraining window in seconds")
 Seed = typer.Option(0, help="seed of the streams' drift schedules")
-PolicyOpt = typer.Option("thief", help="thief, uniform or exact")
+PolicyOpt = typer.Option("thief", help="thief, thief-checkpoints, uniform or exact")
 AMin = typer.Option(0.0, min=0.0, max=1.0, help="inference accuracy floor a_MIN")
 Frames = typer.Option([], help="a stream of your own: a folder with one sub-folder of PNG/JPEG "
                                "frames per window (repeatable; replaces the digits streams)")
 Delta = typer.Option(0.1, min=0.01, max=1.0, help="stealing quantum Δ (share of the device)")
+JsonOpt = typer.Option(False, "--json", help="print one JSON object on stdout")
 
 
 def planned(windows: list[Window], policy: str, settings: RunSettings,
@@ -92,11 +96,31 @@ def _windows(streams: int, seed: int, window: int, frames: list[Path]) -> list[W
 def plan(streams: int = Streams, window_s: float = WindowS, seed: int = Seed,
          policy: str = PolicyOpt, a_min: float = AMin, delta: float = Delta,
          window: int = typer.Option(0, min=0, max=50, help="which window to plan"),
-         frames: list[Path] = Frames) -> None:
+         frames: list[Path] = Frames, as_json: bool = JsonOpt) -> None:
     """Micro-profile every stream's window and print the policy's plan."""
     settings = RunSettings(window_s=window_s, seed=seed, a_min=a_min, delta=delta)
     result, profiles = planned(_windows(streams, seed, window, frames), policy, settings)
-    out.print(plan_table(result, profiles, policy))
+    if as_json:
+        print(json.dumps(plan_json(result, profiles, policy)))
+    else:
+        out.print(plan_table(result, profiles, policy))
+
+
+def plan_json(plan: ContinualPlan, profiles: dict[str, MicroProfile],
+              policy: str) -> dict[str, Any]:
+    """The plan as one JSON-able object: the estimate, and per stream its decision and the
+    profiled accuracy and cost of the chosen retraining configuration."""
+    streams = []
+    for d in plan.decisions:
+        prof = profiles[d.stream]
+        opt = next((o for o in prof.options() if o.config == d.retrain), None)
+        streams.append({"stream": d.stream, "deployed_accuracy": prof.model_accuracy,
+                        "retrain": d.retrain, "retrain_share": d.retrain_share,
+                        "inference": d.inference, "inference_share": d.inference_share,
+                        "retrained_accuracy": None if opt is None else opt.accuracy,
+                        "retrain_cost_s": None if opt is None else opt.cost_s})
+    return {"policy": policy, "estimated_accuracy": plan.accuracy,
+            "violations": plan.violations, "streams": streams}
 
 
 def window_table(results: list[WindowResult], policy: str) -> Table:
@@ -114,10 +138,10 @@ def _advance(bar: Progress, task: TaskID) -> Callable[[WindowResult], None]:
 
 
 def run_windows(streams: int, windows: int, window_s: float, seed: int,
-                policies: Sequence[str], a_min: float = 0.0,
-                console: Console = out) -> dict[str, list[WindowResult]]:
-    """Run each policy for real on one local Ray instance; prints a progress bar and the
-    per-window accuracy of each."""
+                policies: Sequence[str], a_min: float = 0.0, console: Console = out,
+                show: bool = True) -> dict[str, list[WindowResult]]:
+    """Run each policy for real on one local Ray instance; prints a progress bar and (with
+    ``show``) the per-window accuracy of each."""
     from edgewise.runtime.emulation import EmulationConfig
     from edgewise.runtime.ray_cluster import start_local
 
@@ -131,9 +155,10 @@ def run_windows(streams: int, windows: int, window_s: float, seed: int,
         for policy in policies:
             with Progress(console=console, transient=True) as bar:
                 task = bar.add_task(f"{policy}: {windows} windows", total=windows)
-                found[policy] = run_continual(runtime, chosen, policy, windows, settings,
-                                              progress=_advance(bar, task))
-            console.print(window_table(found[policy], policy))
+                found[policy] = execute(runtime, LiveProblem(tuple(chosen), windows, settings),
+                                        policy, progress=_advance(bar, task))
+            if show:
+                console.print(window_table(found[policy], policy))
     finally:
         runtime.shutdown()
     return found
@@ -143,10 +168,23 @@ def run_windows(streams: int, windows: int, window_s: float, seed: int,
 @user_errors
 def run(streams: int = Streams, windows: int = typer.Option(3, min=1, max=20),
         window_s: float = WindowS, seed: int = Seed, policy: str = PolicyOpt,
-        a_min: float = AMin) -> None:
+        a_min: float = AMin, as_json: bool = JsonOpt) -> None:
     """Run the plan for real: per stream an inference and a retraining actor on one emulated
     device, sharing it by the plan's shares; accuracy is measured against true labels."""
-    run_windows(streams, windows, window_s, seed, [policy], a_min)
+    found = run_windows(streams, windows, window_s, seed, [policy], a_min,
+                        console=err if as_json else out, show=not as_json)
+    if as_json:
+        print(json.dumps(run_json(found[policy], policy)))
+
+
+def run_json(results: list[WindowResult], policy: str) -> dict[str, Any]:
+    """The measured windows as one JSON-able object (accuracies against the true labels)."""
+    return {"policy": policy,
+            "mean_accuracy": float(sum(r.mean_accuracy for r in results) / len(results)),
+            "windows": [{"window": r.index, "accuracy": r.accuracy,
+                         "mean_accuracy": r.mean_accuracy,
+                         "estimated_accuracy": r.plan.accuracy, "epochs_done": r.epochs_done,
+                         "replans": r.replans} for r in results]}
 
 
 def demo_part(console: Console = out) -> None:

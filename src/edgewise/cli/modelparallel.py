@@ -1,8 +1,11 @@
-"""`edgewise modelparallel ...`: pre-train SROLE's agents, place a job, compare the methods."""
+"""`edgewise modelparallel ...`: pre-train SROLE's agents, place a job, compare the methods.
+Each command prints a table, or one JSON object with ``--json``."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import typer
@@ -10,20 +13,24 @@ from rich.table import Table
 
 from edgewise.cli.common import err, out, state_dir, user_errors
 from edgewise.errors import ConfigError
-from edgewise.modelparallel.agents import QAgent, load_agents, save_agents
-from edgewise.modelparallel.bench import METHOD_NAMES
+from edgewise.modelparallel.agentfile import load_agents, save_agents
+from edgewise.modelparallel.agents import QAgent
+from edgewise.modelparallel.benchfigs import METHOD_NAMES
 from edgewise.modelparallel.jobs import check_model
+from edgewise.modelparallel.models import srole_models
 from edgewise.modelparallel.network import random_network
 from edgewise.modelparallel.policies import get_method
-from edgewise.modelparallel.sim import KAPPA, RoundResult, play_round, pretrain, random_round
-from edgewise.nn.extra_models import srole_models
+from edgewise.modelparallel.rounds import KAPPA, RoundResult, random_round
+from edgewise.modelparallel.sim import SimOutcome, SroleProblem, simulate
+from edgewise.modelparallel.training import play_round, pretrain
 
-__all__ = ["app", "demo_part", "placement_table", "results_table"]
+__all__ = ["app", "demo_part", "method_means", "placement_table", "results_table"]
 
 app = typer.Typer(help="Model-parallel training placement on edge clusters (SROLE): "
                        "per-node RL agents with shields.", no_args_is_help=True)
 
-MethodOpt = typer.Option("srole-c", "--method", "-m", help="rl, marl, srole-c or srole-d")
+MethodOpt = typer.Option("srole-c", "--method", "-m",
+                         help="rl, marl (CQ-learning), iql, srole-c or srole-d")
 ModelOpt = typer.Option("vgg-16", help="vgg-16, googlenet or rnn")
 SeedOpt = typer.Option(0, help="random seed (same seed, same numbers)")
 EdgesOpt = typer.Option(10, min=5, max=100, help="edge nodes (a multiple of 5)")
@@ -32,6 +39,7 @@ RoundsOpt = typer.Option(600, min=1, max=100_000, help="offline pre-training rou
 PartsOpt = typer.Option(None, "--partitions", min=1, max=64,
                         help="group each model's levels into at most this many FLOP-balanced "
                              "partitions (default: one partition per model level, §III)")
+JsonOpt = typer.Option(False, "--json", help="print one JSON object instead of a table")
 
 
 def _agents_path(method: str) -> Path:
@@ -62,7 +70,7 @@ def train_command(
     method: str = MethodOpt, rounds: int = RoundsOpt, seed: int = SeedOpt,
     kappa: float = typer.Option(KAPPA, min=0.0, help="shield penalty κ"),
     output: Path | None = typer.Option(None, "--out", help="JSON file (default: state dir)"),
-    parts: int | None = PartsOpt,
+    parts: int | None = PartsOpt, as_json: bool = JsonOpt,
 ) -> None:
     """Pre-train a method's agents offline on random networks (§V-A) and save them."""
     agent = pretrain(get_method(method), srole_models(), np.random.default_rng(seed), rounds,
@@ -73,17 +81,23 @@ def train_command(
         save_agents(path, method, [agent])
     except OSError as exc:
         raise ConfigError(f"cannot write: {exc.strerror}", field="--out") from None
+    if as_json:
+        print(json.dumps({"method": method, "states": len(agent.q), "rounds": rounds,
+                          "path": str(path)}))
+        return
     out.print(f"{method}: {len(agent.q)} states learned in {rounds} rounds, saved to {path}")
 
 
 def placement_table(res: RoundResult, jobs: list[str], method: str) -> Table:
-    """One row per job: its partitions' proposed and executed hosts and its JCT."""
+    """One row per job: its partitions' proposed and executed hosts and its JCT (or why it
+    did not run)."""
     table = Table(title=f"{method} placement")
     for col in ("job", "proposed hosts", "executed hosts", "JCT (s)"):
         table.add_column(col)
-    for name, p, e, t in zip(jobs, res.proposed, res.executed, res.jct_s, strict=True):
+    for name, p, e, t, f in zip(jobs, res.proposed, res.executed, res.jct_s, res.failed,
+                                strict=True):
         table.add_row(name, " ".join(map(str, p.nodes)), " ".join(map(str, e.nodes)),
-                      f"{t:.1f}")
+                      f"{t:.1f}" if f is None else f"not run ({f})")
     return table
 
 
@@ -92,7 +106,7 @@ def placement_table(res: RoundResult, jobs: list[str], method: str) -> Table:
 def place_command(method: str = MethodOpt, model: str = ModelOpt, edges: int = EdgesOpt,
                   workload: float = WorkloadOpt, seed: int = SeedOpt, rounds: int = RoundsOpt,
                   agents: Path | None = typer.Option(None, help="agents saved by `train`"),
-                  parts: int | None = PartsOpt) -> None:
+                  parts: int | None = PartsOpt, as_json: bool = JsonOpt) -> None:
     """Place one round of jobs (3 per cluster) on a random Table I network and print it."""
     check_model(model)
     base = _trained(method, agents, rounds, seed, parts)
@@ -101,40 +115,57 @@ def place_command(method: str = MethodOpt, model: str = ModelOpt, edges: int = E
     rnd = random_round(net, model, workload, rng, parts)
     res = play_round(get_method(method), rnd, [base.copy() for _ in range(net.n)], rng,
                      explore=False, learn=False)
+    if as_json:
+        print(json.dumps({
+            "method": method,
+            "jobs": [{"job": j.name, "origin": j.origin, "proposed": list(p.nodes),
+                      "executed": list(e.nodes), "jct_s": None if f else t, "failed": f}
+                     for j, p, e, t, f in zip(rnd.jobs, res.proposed, res.executed, res.jct_s,
+                                              res.failed, strict=True)],
+            "collisions_proposed": res.collisions, "collisions_after": res.collisions_after,
+            "corrected": res.corrected}))
+        return
     out.print(placement_table(res, [f"{j.name} (node {j.origin})" for j in rnd.jobs], method))
     out.print(f"collisions proposed {res.collisions}, after shielding {res.collisions_after}; "
               f"shield moved {res.corrected} partitions")
 
 
-def results_table(rows: dict[str, list[RoundResult]]) -> Table:
-    """Per method: mean JCT, collisions, overloaded nodes, decision and shield work."""
+_COLUMNS = {"jct_s": "JCT s", "collisions": "coll. prop.", "collisions_after": "coll. exec.",
+            "overloaded_after": "overloaded", "decision_ops": "decide ops",
+            "shield_ops": "shield ops", "failed_runs": "failed", "deferred": "deferred"}
+
+
+def method_means(out: SimOutcome) -> dict[str, float]:
+    """A method's figures: mean JCT of the jobs that ran (waits for re-placement
+    included), means per round of collisions and work, and counts of failed (invalid) and
+    deferred runs."""
+    res = out.rounds
+    means = {"jct_s": float(np.mean(out.jct_s())) if out.jct_s() else float("nan")}
+    means |= {a: float(np.mean([getattr(r, a) for r in res])) for a in list(_COLUMNS)[1:6]}
+    failed = sum(out.failures(k) for k in ("memory", "cpu", "bandwidth"))
+    return means | {"failed_runs": float(failed), "deferred": float(out.failures("deferred"))}
+
+
+def results_table(rows: dict[str, SimOutcome]) -> Table:
+    """Per method: mean JCT, collisions, overloaded nodes, decision and shield work,
+    failed and deferred runs."""
     table = Table(title="SROLE methods (means per round)")
-    for col in ("method", "JCT s", "coll. prop.", "coll. exec.", "overloaded", "decide ops",
-                "shield ops"):
+    for col in ("method", *_COLUMNS.values()):
         table.add_column(col, justify="right")
-    for name, res in rows.items():
-        table.add_row(name, f"{np.mean([x for r in res for x in r.jct_s]):.1f}",
-                      *(f"{np.mean([getattr(r, a) for r in res]):.2f}" for a in (
-                          "collisions", "collisions_after", "overloaded_after", "decision_ops",
-                          "shield_ops")))
+    for name, outcome in rows.items():
+        means = method_means(outcome)
+        table.add_row(name, f"{means['jct_s']:.1f}",
+                      *(f"{means[a]:.2f}" for a in list(_COLUMNS)[1:6]),
+                      *(f"{means[a]:.0f}" for a in list(_COLUMNS)[6:]))
     return table
 
 
 def _simulate(methods: list[str], model: str, edges: int, workload: float, online: int,
-              rounds: int, seed: int,
-              parts: int | None = None) -> dict[str, list[RoundResult]]:
-    rows = {}
-    for name in methods:
-        method = get_method(name)
-        base = pretrain(method, srole_models(), np.random.default_rng(seed), rounds,
-                        n_partitions=parts)
-        gen = np.random.default_rng([seed, 1])
-        net = random_network(edges, gen)
-        agents = [base.copy() for _ in range(net.n)]
-        act = np.random.default_rng([seed, 2])
-        rows[name] = [play_round(method, random_round(net, model, workload, gen, parts),
-                                 agents, act) for _ in range(online)]
-    return rows
+              rounds: int, seed: int, parts: int | None = None) -> dict[str, SimOutcome]:
+    """Each method pre-trained (``rounds``), then ``online`` rounds on the same network."""
+    net = random_network(edges, np.random.default_rng([seed, 0]))
+    problem = SroleProblem(net, model, workload, online, parts, pretrain_rounds=rounds)
+    return {name: simulate(problem, name, seed=seed) for name in methods}
 
 
 @app.command("simulate")
@@ -144,13 +175,18 @@ def simulate_command(
                                      help="method to compare (repeatable)"),
     model: str = ModelOpt, edges: int = EdgesOpt, workload: float = WorkloadOpt,
     online: int = typer.Option(40, min=1, max=10_000, help="online rounds"),
-    rounds: int = RoundsOpt, seed: int = SeedOpt, parts: int | None = PartsOpt) -> None:
+    rounds: int = RoundsOpt, seed: int = SeedOpt, parts: int | None = PartsOpt,
+    as_json: bool = JsonOpt) -> None:
     """Pre-train each method, then run it online on the same random network and rounds."""
     check_model(model)
     for name in method:
         get_method(name)
-    out.print(results_table(_simulate(method, model, edges, workload, online, rounds, seed,
-                                      parts)))
+    rows = _simulate(method, model, edges, workload, online, rounds, seed, parts)
+    if as_json:
+        doc: dict[str, Any] = {name: method_means(res) for name, res in rows.items()}
+        print(json.dumps(doc))
+        return
+    out.print(results_table(rows))
 
 
 def demo_part() -> None:

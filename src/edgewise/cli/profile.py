@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 import statistics
 from pathlib import Path
@@ -65,6 +66,7 @@ def profile(
     quick: bool = typer.Option(False, help="a small grid (under a minute) instead of the "
                                            "full one (a few minutes)"),
     repeats: int = typer.Option(1, min=1, max=100, help="samples per grid point"),
+    as_json: bool = typer.Option(False, "--json", help="print the summary as one JSON object"),
 ) -> None:
     """Profile the model-update task (DigitsCNN training steps) on this host under CPU and
     memory stress points with the SIFT app co-located (Deep-Edge §IV-B1)."""
@@ -79,4 +81,14 @@ def profile(
             bars.update(task, completed=done, total=total, description=label)
 
         result = run_profile(output, config, progress)
-    out.print(summary_table(result))
+    if as_json:
+        print(json.dumps({"path": str(result.path), "rows": len(result.samples),
+                          "written": result.written, "skipped": result.skipped,
+                          "points": [_plain(r) for r in summary_rows(result)]}))
+    else:
+        out.print(summary_table(result))
+
+
+def _plain(row: dict[str, float | int | str]) -> dict[str, float | int | str | None]:
+    """A summary row for JSON: NaN (no app period measured) as null."""
+    return {k: None if isinstance(v, float) and math.isnan(v) else v for k, v in row.items()}

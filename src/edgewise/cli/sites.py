@@ -3,6 +3,7 @@ simulate policies, print a schedule, and run one for real on emulated sites."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -16,11 +17,12 @@ from edgewise.cluster.schema import load_cluster
 from edgewise.errors import ConfigError
 from edgewise.sites.problem import Plan, SitesProblem
 from edgewise.sites.realbench import demo_problem, real_problem
-from edgewise.sites.run import SiteRunConfig, SitesRun, execute_plan
+from edgewise.sites.run import SiteRunConfig, SitesRun, execute_emulated
 from edgewise.sites.scenario import default_scenario, load_scenario
 from edgewise.sites.sim import SimResult, plan_schedule, simulate
 
-__all__ = ["app", "demo_part", "plan_table", "run_table", "sim_table"]
+__all__ = ["app", "demo_part", "plan_json", "plan_table", "run_json", "run_table", "sim_json",
+           "sim_table"]
 
 app = typer.Typer(help="Learning jobs across edge sites (Okita): simulate, plan, run.",
                   no_args_is_help=True)
@@ -31,6 +33,7 @@ Scenario = Annotated[Path | None, typer.Argument(
 PolicyOpt = typer.Option("okita", "--policy", "-p",
                          help="okita, fifo, drf, oasis or offline-opt")
 SeedOpt = typer.Option(0, min=0, help="seed of the generator and the policy")
+AsJson = Annotated[bool, typer.Option("--json", help="print one JSON object instead of tables")]
 
 
 def _scenario(file: Path | None, seed: int, sites: int, jobs: int, horizon: int) -> SitesProblem:
@@ -50,7 +53,7 @@ def sim_table(problem: SitesProblem, results: list[SimResult]) -> Table:
         table.add_row(r.policy, f"{r.total_cost:,.1f}", f"{r.cost.latency:,.1f}",
                       f"{r.cost.data_transfer:,.1f}", f"{r.cost.parameter_exchange:,.1f}",
                       str(r.makespan), f"{len(problem.jobs) - len(r.unfinished)}/"
-                      f"{len(problem.jobs)}", f"{r.runtime_s:.3f}")
+                      f"{len(problem.jobs)}", f"{r.timings['decision_seconds']:.3f}")
     return table
 
 
@@ -88,6 +91,43 @@ def run_table(run: SitesRun) -> Table:
     return table
 
 
+def sim_json(problem: SitesProblem, results: list[SimResult]) -> dict[str, Any]:
+    """Each policy's cost (latency + bandwidth), makespan and completions; wall-clock
+    figures under ``timings``."""
+    return {"sites": problem.n_sites, "jobs": len(problem.jobs), "horizon": problem.horizon,
+            "results": [{"policy": r.policy, "total_cost": r.total_cost,
+                         "latency": r.cost.latency, "data_transfer": r.cost.data_transfer,
+                         "parameter_exchange": r.cost.parameter_exchange,
+                         "makespan": r.makespan, "slots_run": r.slots_run,
+                         "completion": r.completion, "unfinished": list(r.unfinished),
+                         "timings": dict(r.timings)} for r in results]}
+
+
+def plan_json(problem: SitesProblem, plan: Plan) -> dict[str, Any]:
+    """The per-slot schedule with site names: workers per site, PS site, chunk transfers."""
+    names = [s.name for s in problem.sites]
+    return {"policy": plan.policy, "completion": plan.completion, "entries": [
+        {"slot": e.slot, "job": e.job, "ps_site": names[e.ps_site],
+         "workers": {names[r]: y for r, y in enumerate(e.workers) if y},
+         "transfers": [{"src": names[g.src], "dst": names[g.dst], "chunks": g.chunks}
+                       for g in e.transfers if g.chunks]} for e in plan.entries]}
+
+
+def run_json(run: SitesRun) -> dict[str, Any]:
+    """A real run: accuracy per job, moves, bytes, one record per (job, slot)."""
+    return {"final_accuracy": run.final_accuracy, "migrations": run.migrations,
+            "ps_moves": run.ps_moves, "chunks_moved": run.chunks_moved,
+            "data_bytes_moved": run.data_bytes_moved,
+            "checkpoint_bytes_moved": run.checkpoint_bytes_moved,
+            "untrained_chunks": run.untrained_chunks,
+            "records": [{"slot": r.slot, "job": r.job, "ps_site": r.ps_site,
+                         "workers": r.workers, "chunks": r.chunks, "samples": r.samples,
+                         "val_accuracy": r.val_accuracy,
+                         "restored_accuracy": r.restored_accuracy, "migrated": r.migrated,
+                         "ps_moved": r.ps_moved} for r in run.records],
+            "timings": {"seconds": run.seconds}}
+
+
 def _plot(problem: SitesProblem, plan: Plan, path: Path) -> None:
     """A Gantt chart of the schedule: one bar per (job, slot), labelled with its PS site."""
     import matplotlib
@@ -123,11 +163,15 @@ def simulate_command(
     jobs: int = typer.Option(100, min=1, max=10_000, help="generator: jobs I"),
     horizon: int = typer.Option(150, min=1, max=10_000, help="generator: slots T"),
     plot: Path | None = typer.Option(None, help="save the first policy's schedule as a PNG"),
+    as_json: AsJson = False,
 ) -> None:
     """Simulate policies slot by slot; print total cost (latency + bandwidth) and makespan."""
     problem = _scenario(scenario, seed, sites, jobs, horizon)
-    results = [simulate(problem, p, seed) for p in policy]
-    out.print(sim_table(problem, results))
+    results = [simulate(problem, p, seed=seed) for p in policy]
+    if as_json:
+        print(json.dumps(sim_json(problem, results)))
+    else:
+        out.print(sim_table(problem, results))
     if plot is not None:
         _plot(problem, results[0].plan, plot)
         err.print(f"schedule plot saved to {plot}")
@@ -138,18 +182,25 @@ def simulate_command(
 def plan_command(scenario: Scenario = None, policy: str = PolicyOpt, seed: int = SeedOpt,
                  sites: int = typer.Option(5, min=1, max=1000, help="generator: sites R"),
                  jobs: int = typer.Option(4, min=1, max=10_000, help="generator: jobs I"),
-                 horizon: int = typer.Option(20, min=1, max=10_000, help="generator: T")) -> None:
+                 horizon: int = typer.Option(20, min=1, max=10_000, help="generator: T"),
+                 as_json: AsJson = False) -> None:
     """Print a policy's per-slot schedule: workers and PS per site, chunks trained and moved."""
     problem = _scenario(scenario, seed, sites, jobs, horizon)
-    out.print(plan_table(problem, plan_schedule(problem, policy, seed)))
+    plan = plan_schedule(problem, policy, seed=seed)
+    if as_json:
+        print(json.dumps(plan_json(problem, plan)))
+        return
+    out.print(plan_table(problem, plan))
 
 
 def run_scenario(problem: SitesProblem, policy: str, seed: int,
-                 epochs_per_slot: int | None = None, cluster: Cluster | None = None) -> SitesRun:
+                 epochs_per_slot: int | None = None, cluster: Cluster | None = None,
+                 as_json: bool = False) -> SitesRun:
     """Plan with ``policy``, print the schedule, run it for real with a progress bar and
-    print per-slot accuracy and the moves."""
-    plan = plan_schedule(problem, policy, seed)
-    out.print(plan_table(problem, plan))
+    print per-slot accuracy and the moves (``as_json``: one JSON object, nothing else)."""
+    plan = plan_schedule(problem, policy, seed=seed)
+    if not as_json:
+        out.print(plan_table(problem, plan))
     bars = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                     TimeElapsedColumn(), console=err)
     task = bars.add_task("chunks trained", total=sum(e.chunks for e in plan.entries))
@@ -162,7 +213,10 @@ def run_scenario(problem: SitesProblem, policy: str, seed: int,
 
     config = SiteRunConfig(seed=seed, epochs_per_slot=epochs_per_slot)
     with bars:
-        run = execute_plan(problem, plan, config, cluster=cluster, events=events)
+        run = execute_emulated(problem, plan, config=config, cluster=cluster, events=events)
+    if as_json:
+        print(json.dumps({"plan": plan_json(problem, plan), "run": run_json(run)}))
+        return run
     out.print(run_table(run))
     accuracy = ", ".join(f"{j} {a:.3f}" for j, a in run.final_accuracy.items())
     out.print(f"[bold]final validation accuracy[/]: {accuracy}; migrations {run.migrations} "
@@ -179,12 +233,12 @@ def run_command(scenario: Scenario = None, policy: str = PolicyOpt, seed: int = 
                 cluster: Path | None = typer.Option(
                     None, help="cluster YAML whose sites (by name) host the run; default: "
                                "emulated servers sized to the plan"),
-                ) -> None:
+                as_json: AsJson = False) -> None:
     """Plan with POLICY and carry the plan out on emulated sites (Ray, digits CNN): chunks
     shipped over inter-site links, PS and workers moved between slots from checkpoints."""
     problem = real_problem() if scenario is None else load_scenario(scenario)
     devices = None if cluster is None else load_cluster(cluster)
-    run_scenario(problem, policy, seed, epochs_per_slot or None, devices)
+    run_scenario(problem, policy, seed, epochs_per_slot or None, devices, as_json)
 
 
 def demo_part() -> None:

@@ -10,6 +10,7 @@ import typer
 from edgewise.cli.common import err, out, state_dir, user_errors
 from edgewise.cli.progress import TrainingProgress
 from edgewise.cli.render import cluster_table, result_table
+from edgewise.cluster.examples import examples_dir
 from edgewise.cluster.schema import load_cluster
 from edgewise.errors import ConfigError
 from edgewise.runtime.engine import TrainResult, train
@@ -21,7 +22,7 @@ from edgewise.runtime.ray_cluster import start_local
 __all__ = ["demo", "train_command"]
 
 N_TRAIN = 1437  # samples in the digits training split
-EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
+EXAMPLES = examples_dir()
 
 
 def _parse_kill(spec: str) -> tuple[str, int]:

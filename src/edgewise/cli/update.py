@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import numpy as np
 import typer
@@ -17,12 +18,13 @@ from edgewise.errors import ConfigError
 from edgewise.runtime.health import StrikeLedger
 from edgewise.runtime.plan import TrainConfig
 from edgewise.runtime.ray_cluster import start_local
-from edgewise.update.policies import get_policy
+from edgewise.update.policies import REGISTRY
 from edgewise.update.problem import UpdatePlan, UpdateProblem
-from edgewise.update.run import UpdateRun, cluster_problem, run_update
-from edgewise.update.sim import simulate
+from edgewise.update.run import UpdateRun, cluster_problem, execute
+from edgewise.update.sim import score
 
-__all__ = ["DEMO_STATE", "app", "apps_table", "parse_states", "plan_table", "run_plan"]
+__all__ = ["DEMO_STATE", "app", "apps_table", "parse_states", "plan_json", "plan_table",
+           "run_plan"]
 
 app = typer.Typer(help="Model update (Deep-Edge): plan shards and batch sizes, run them.",
                   no_args_is_help=True)
@@ -31,7 +33,7 @@ N_DIGITS = 1437
 ClusterFile = Annotated[Path, typer.Argument(help="cluster YAML file")]
 States = typer.Option([], "--state", help="DEVICE=CPU,GPU,MEM: a worker's utilisation in % "
                                           "(repeatable; idle otherwise)")
-Policy = typer.Option("deep-edge", help="deep-edge, deep-edge-literal, fair or exact")
+PolicyName = typer.Option("deep-edge", help="deep-edge, deep-edge-literal, fair or exact")
 
 
 def parse_states(specs: list[str]) -> dict[str, tuple[float, float, float]]:
@@ -52,7 +54,7 @@ def parse_states(specs: list[str]) -> dict[str, tuple[float, float, float]]:
 
 def plan_table(problem: UpdateProblem, plan: UpdatePlan) -> Table:
     """Workers, shards, batch sizes and the predicted pressure on each background app."""
-    sim = simulate(problem, plan)
+    sim = score(problem, plan)
     table = Table(title=f"{plan.policy} plan: predicted epoch {plan.predicted_epoch_s:.1f} s "
                         f"for {problem.n_samples} samples (calibrated device models)")
     for col in ("worker", "type", "state cpu/gpu/mem %", "shard", "batch", "app", "predicted ms",
@@ -67,6 +69,22 @@ def plan_table(problem: UpdateProblem, plan: UpdatePlan) -> Table:
                       ", ".join(a.name for a in apps) or "-", ms,
                       ", ".join(f"{a.deadline:.0f}" for a in apps) or "-")
     return table
+
+
+def plan_json(problem: UpdateProblem, plan: UpdatePlan) -> dict[str, Any]:
+    """The plan as one JSON-able object: each worker's shard (0: not used), batch (None) and
+    each app's predicted execution time against its deadline."""
+    sim = score(problem, plan)
+    return {
+        "policy": plan.policy, "samples": problem.n_samples,
+        "predicted_epoch_s": plan.predicted_epoch_s,
+        "workers": [{"device": w.device, "type": w.device_type, "state": list(w.state),
+                     "shard": plan.shards.get(w.device, 0),
+                     "batch": plan.batch_sizes.get(w.device),
+                     "apps": [{"app": a.name, "predicted_ms": sim.exec_ms[a.name],
+                               "deadline_ms": a.deadline} for a in w.apps]}
+                    for w in problem.workers],
+    }
 
 
 def apps_table(run: UpdateRun) -> Table:
@@ -87,22 +105,26 @@ def _plan(file: Path, policy: str, states: list[str], samples: int
     if unknown:
         raise ConfigError(f"not worker devices of the cluster: {', '.join(unknown)}",
                           field="--state")
-    return problem, get_policy(policy)(problem, np.random.default_rng(0))
+    return problem, REGISTRY.get(policy)(problem, np.random.default_rng(0))
 
 
 @app.command()
 @user_errors
-def plan(file: ClusterFile, policy: str = Policy, state: list[str] = States,
-         samples: int = typer.Option(3855, min=1, help="|M|, samples to train")) -> None:
+def plan(file: ClusterFile, policy: str = PolicyName, state: list[str] = States,
+         samples: int = typer.Option(3855, min=1, help="|M|, samples to train"),
+         as_json: bool = typer.Option(False, "--json", help="print one JSON object")) -> None:
     """Plan the model update of a cluster: workers, shards, batch sizes, predicted epoch time
     and predicted pressure on each background app."""
     problem, result = _plan(file, policy, state, samples)
-    out.print(plan_table(problem, result))
+    if as_json:
+        print(json.dumps(plan_json(problem, result)))
+    else:
+        out.print(plan_table(problem, result))
 
 
 @app.command()
 @user_errors
-def run(file: ClusterFile, policy: str = Policy, state: list[str] = States,
+def run(file: ClusterFile, policy: str = PolicyName, state: list[str] = States,
         epochs: int = typer.Option(5, min=1, max=1000),
         target_accuracy: float = typer.Option(0.0, min=0.0, max=1.0,
                                               help="stop early at this accuracy (0: off)")) -> None:
@@ -124,8 +146,8 @@ def run_plan(file: Path, policy: str, state: list[str], epochs: int,
     config = TrainConfig(epochs=epochs, target_accuracy=target_accuracy or None)
     try:
         with TrainingProgress(epochs, N_DIGITS) as progress:
-            done = run_update(runtime, result, config, N_DIGITS,
-                              ledger=StrikeLedger(state_dir() / "strikes.json"), events=progress)
+            done = execute(runtime, problem, result, config=config,
+                           ledger=StrikeLedger(state_dir() / "strikes.json"), events=progress)
     finally:
         runtime.shutdown()
     out.print(result_table(done.result))

@@ -12,6 +12,7 @@ from edgewise.continual.problem import InferenceOption, RetrainOption, StreamSta
 __all__ = [
     "EPS",
     "StreamTable",
+    "checkpoint_value",
     "estimate_accuracy",
     "inference_factor",
     "pick_inference",
@@ -73,17 +74,46 @@ class StreamTable:
     infer_ok: NDArray[np.bool_]  # the a_MIN floor holds
 
 
+def checkpoint_value(model_accuracy: float, option: RetrainOption, shares: FloatArray,
+                     window_s: float) -> FloatArray:
+    """Checkpoint-aware EstimateAccuracy (§5, "model checkpointing and reloading"): the
+    model accuracy averaged over the window when inference serves each epoch's checkpoint
+    as it is written (``option.checkpoints``), then the retrained model; a retraining that
+    does not finish still serves its last checkpoint until the window ends. Per share R
+    (retraining reaches compute c at c / R seconds); -inf where R is 0."""
+    shares = np.asarray(shares, dtype=np.float64)
+    points = [*option.checkpoints, (option.cost_s, option.accuracy)]
+    rate = np.maximum(shares, EPS)
+    served, area, start = model_accuracy, np.zeros(shares.shape), np.zeros(shares.shape)
+    for compute_s, accuracy in points:
+        until = np.minimum(compute_s / rate, window_s)
+        area += served * (until - start)
+        served, start = accuracy, until
+    area += served * (window_s - start)
+    return np.where(shares > EPS, area / window_s, -np.inf)
+
+
+def _retrain_estimate(stream: StreamState, opt: RetrainOption, shares: FloatArray,
+                      window_s: float, checkpoints: bool) -> FloatArray:
+    """Line 7 over the grid: -inf where the option is no candidate at that share."""
+    if checkpoints:
+        return checkpoint_value(stream.accuracy, opt, shares, window_s)
+    done = opt.cost_s / np.maximum(shares, EPS) / window_s  # fraction of ‖T‖ retraining
+    fits = (shares > EPS) & (done <= 1.0 + EPS)
+    return np.where(fits, stream.accuracy * np.minimum(done, 1.0)
+                    + opt.accuracy * (1.0 - np.minimum(done, 1.0)), -np.inf)
+
+
 def stream_table(stream: StreamState, shares: FloatArray, window_s: float,
-                 a_min: float) -> StreamTable:
-    """Algorithm 2 for one stream, vectorised over every share on the grid."""
+                 a_min: float, checkpoints: bool = False) -> StreamTable:
+    """Algorithm 2 for one stream, vectorised over every share on the grid; with
+    ``checkpoints``, line 7 is the checkpoint-aware estimate (``checkpoint_value``)."""
     shares = np.asarray(shares, dtype=np.float64)
     value = np.full(shares.shape, stream.accuracy)
     pick = np.full(shares.shape, -1, dtype=np.int64)
     for k, opt in enumerate(stream.retrain):
-        done = opt.cost_s / np.maximum(shares, EPS) / window_s  # fraction of ‖T‖ retraining
-        fits = (shares > EPS) & (done <= 1.0 + EPS)
-        est = np.where(fits, stream.accuracy * np.minimum(done, 1.0)
-                       + opt.accuracy * (1.0 - np.minimum(done, 1.0)), -np.inf)
+        est = _retrain_estimate(stream, opt, shares, window_s, checkpoints)
+        fits = np.isfinite(est)
         better = fits & (est > value)
         value = np.where(better, est, value)
         pick = np.where(better, k, pick)

@@ -1,4 +1,4 @@
-"""PNG figures of the Ekya bench (matplotlib, Agg): Figures 6, 7, 8 and 10."""
+"""PNG figures of the Ekya bench: Figures 6, 7, 8 and 10 (the sweep's: ``sweep_plots``)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ["save_plots"]
+__all__ = ["plots", "save_figure", "save_plots"]
 
 
 def _lines(ax: Any, xs: Sequence[float], series: Mapping[str, Sequence[float]]) -> None:
@@ -17,15 +17,23 @@ def _lines(ax: Any, xs: Sequence[float], series: Mapping[str, Sequence[float]]) 
     ax.legend(fontsize=7)
 
 
-def save_plots(result: Mapping[str, Any], directory: Path) -> list[Path]:
-    """Write ekya-streams.png, ekya-accelerators.png, ekya-factors.png, ekya-delta.png."""
-    import matplotlib
+def plots(figures: Mapping[str, Any], folder: Path) -> dict[str, Any]:
+    """The kit's plots part: the headline's four figures (key ``plots``), or with
+    ``--sweep`` the sensitivity study's plots and its JSON grid (key ``sweep_files``)."""
+    if "sweep" in figures:
+        from edgewise.continual.sweep_plots import save_sweep
 
-    matplotlib.use("Agg")
+        return {"sweep_files": [str(p) for p in save_sweep(figures, folder)]}
+    return {"plots": [str(p) for p in save_plots(figures, folder)]}
+
+
+def save_plots(result: Mapping[str, Any], directory: Path) -> list[Path]:
+    """Write ekya-streams.png, ekya-accelerators.png, ekya-factors.png, ekya-delta.png
+    (matplotlib's backend is the bench driver's)."""
     import matplotlib.pyplot as plt
 
     directory.mkdir(parents=True, exist_ok=True)
-    return [_save(draw(result, plt), directory / name, plt) for name, draw in (
+    return [save_figure(draw(result, plt), directory / name, plt) for name, draw in (
         ("ekya-streams.png", _streams), ("ekya-accelerators.png", _accelerators),
         ("ekya-factors.png", _factors), ("ekya-delta.png", _delta))]
 
@@ -67,14 +75,13 @@ def _delta(result: Mapping[str, Any], plt: Any) -> Any:
     ax.plot(ds["delta"], ds["accuracy"], marker="o")
     ax.set_xlabel("Δ (accelerators)")
     ax.set_ylabel("mean inference accuracy")
-    ax2 = ax.twinx()
-    ax2.plot(ds["delta"], ds["decision_s"], marker="s", color="tab:red")
-    ax2.set_ylabel("median decision time (s)", color="tab:red")
+    ax.grid(alpha=0.3)  # decision seconds per Δ are wall-clock: timings.delta_sweep_decision_s
     ax.set_title("Figure 10: Δ sensitivity (10 streams, 8 accelerators)")
     return fig
 
 
-def _save(fig: Any, path: Path, plt: Any) -> Path:
+def save_figure(fig: Any, path: Path, plt: Any) -> Path:
+    """Lay out, write as PNG and close ``fig``."""
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

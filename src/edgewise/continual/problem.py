@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from itertools import pairwise
 
 from edgewise.errors import ConfigError
 
@@ -68,17 +69,25 @@ def default_inference_configs() -> tuple[InferenceConfig, ...]:
 class RetrainOption:
     """One retraining configuration's profile for a stream in this window: the model's
     accuracy after retraining and the cost in accelerator-seconds at a whole accelerator
-    (the micro-profiler's estimates, §4.3)."""
+    (the micro-profiler's estimates, §4.3). ``checkpoints`` optionally lists the earlier
+    epochs' checkpoints as (compute seconds from now, accuracy), increasing in compute and
+    below ``cost_s``: only checkpoint-aware planning (§5) reads them."""
 
     config: str
     accuracy: float
     cost_s: float
+    checkpoints: tuple[tuple[float, float], ...] = ()
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.accuracy <= 1.0:
             raise ConfigError(f"must be in [0, 1], got {self.accuracy}", field="accuracy")
         if not self.cost_s > 0.0 or not math.isfinite(self.cost_s):
             raise ConfigError(f"must be a positive number, got {self.cost_s}", field="cost_s")
+        times = [0.0, *(c for c, _ in self.checkpoints), self.cost_s]
+        if any(b <= a for a, b in pairwise(times)) or any(
+                not 0.0 <= a <= 1.0 for _, a in self.checkpoints):
+            raise ConfigError("checkpoints need increasing compute in (0, cost_s) and "
+                              "accuracies in [0, 1]", field="checkpoints")
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,6 +16,7 @@ A trace directory holds four CSV files (documented in docs/ekya.md):
 from __future__ import annotations
 
 import csv
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -76,6 +77,19 @@ class Trace:
                      {k: v for k, v in self.curves.items() if k[1] in keep},
                      {k: v for k, v in self.retained.items() if k[1] in keep},
                      self.subsampling, {s: self.inference_factor[s] for s in streams})
+
+
+    def with_cost_scale(self, scale: float) -> Trace:
+        """The same trace with every retraining's compute (each curve's time axis) times
+        ``scale``; inference demands unchanged. The recording's stretch fixes the cost
+        scale, which the paper does not pin (docs/ekya.md, "Where the headline holds")."""
+        if not scale > 0 or not math.isfinite(scale):
+            raise ConfigError(f"must be a positive number, got {scale}", field="cost_scale")
+        curves = {k: Curve(tuple(t * scale for t in c.compute_s), c.accuracy)
+                  for k, c in self.curves.items()}
+        return Trace(self.streams, self.initial_accuracy, self.demand, self.windows,
+                     self.configs, curves, self.retained, self.subsampling,
+                     self.inference_factor)
 
 
 def _rows(path: Path, columns: tuple[str, ...]) -> list[dict[str, str]]:

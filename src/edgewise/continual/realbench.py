@@ -8,6 +8,7 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
+from edgewise.bench import Progress, within
 from edgewise.continual.microprofiler import (
     MicroProfilerSettings,
     ProfileHistory,
@@ -16,7 +17,13 @@ from edgewise.continual.microprofiler import (
     prepare_window,
 )
 from edgewise.continual.problem import default_retrain_configs
-from edgewise.continual.run import RunSettings, WindowResult, edge_cluster, run_continual
+from edgewise.continual.run import (
+    LiveProblem,
+    RunSettings,
+    WindowResult,
+    edge_cluster,
+    execute,
+)
 from edgewise.nn.continual_models import golden_model, pretrained_edge, retrain
 from edgewise.nn.streams import digits_streams
 from edgewise.runtime.emulation import EmulationConfig
@@ -24,7 +31,6 @@ from edgewise.runtime.ray_cluster import start_local
 
 __all__ = ["TRAIN_FRAMES", "microprofiler_figures", "real_figures", "real_run_figures"]
 
-Progress = Callable[[str, float], None]
 
 # Retraining frames per window. The paper's windows are 200 s of 30 fps video (thousands of
 # frames), so micro-profiling on 5-10% sees hundreds of samples; with the streams' default
@@ -98,8 +104,8 @@ def real_run_figures(seed: int = 0, n_streams: int = 3, n_windows: int = 3,
     figures: dict[str, float] = {}
     try:
         for i, policy in enumerate(("thief", "uniform")):
-            results = run_continual(runtime, streams, policy, n_windows, settings,
-                                    progress=_window_progress(progress, policy, i, n_windows))
+            results = execute(runtime, LiveProblem(tuple(streams), n_windows, settings), policy,
+                              progress=_window_progress(progress, policy, i, n_windows))
             figures[f"real_window_accuracy_{policy}"] = round(
                 float(np.mean([r.mean_accuracy for r in results])), 4)
             figures[f"real_estimated_accuracy_{policy}"] = round(
@@ -128,17 +134,13 @@ def _plan_vs_real(policy: str, results: list[WindowResult]) -> dict[str, float]:
 def real_figures(seed: int = 0, quick: bool = False,
                  progress: Progress | None = None) -> dict[str, float]:
     """All measured Ekya figures (``quick``: fewer streams and windows, shorter windows)."""
-
-    def part(offset: float, scale: float) -> Progress | None:
-        if progress is None:
-            return None
-        return lambda msg, frac: progress(msg, offset + scale * frac)
-
-    figures = microprofiler_figures(seed, n_streams=1 if quick else 2,
-                                    n_windows=2 if quick else 3, progress=part(0.0, 0.3))
-    figures |= real_run_figures(seed, n_streams=2 if quick else 3,
-                                n_windows=2 if quick else 3, window_s=3.0 if quick else 5.0,
-                                progress=part(0.3, 0.7))
+    figures = microprofiler_figures(
+        seed, n_streams=1 if quick else 2, n_windows=2 if quick else 3,
+        progress=None if progress is None else within(progress, 0.0, 0.3))
+    figures |= real_run_figures(
+        seed, n_streams=2 if quick else 3, n_windows=2 if quick else 3,
+        window_s=3.0 if quick else 5.0,
+        progress=None if progress is None else within(progress, 0.3, 1.0))
     return figures
 
 

@@ -4,7 +4,7 @@ emulated device by the scheduler's shares; accuracy measured against the true la
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -25,7 +25,7 @@ from edgewise.continual.microprofiler import (
     microprofile,
     prepare_window,
 )
-from edgewise.continual.policies import get_policy
+from edgewise.continual.policies import Policy, get_policy
 from edgewise.continual.problem import (
     ContinualPlan,
     ContinualProblem,
@@ -52,14 +52,15 @@ from edgewise.runtime.ray_cluster import RayRuntime
 
 __all__ = [
     "DEVICE",
+    "LiveProblem",
     "RunSettings",
     "StreamRun",
     "WindowResult",
     "edge_cluster",
+    "execute",
     "offline_inference_options",
     "plan_window",
     "profile_inference",
-    "run_continual",
 ]  # fmt: skip
 
 DEVICE = "edge-gpu"
@@ -72,19 +73,20 @@ def edge_cluster() -> Cluster:
     return Cluster("ekya-edge", (device,), Link(DEVICE, DEVICE, 1000.0, 0.1))
 
 
-def plan_window(policy: str, states: Sequence[StreamState], settings: RunSettings,
+def plan_window(policy: str | Policy, states: Sequence[StreamState], settings: RunSettings,
                 accelerators: float = 1.0) -> ContinualPlan:
     """Algorithm 1 (or a baseline) over the micro-profiled estimates of this window."""
     problem = ContinualProblem(tuple(states), accelerators, settings.window_s, settings.delta,
                                settings.a_min)
-    return get_policy(policy)(problem, np.random.default_rng(settings.seed))
+    chosen = get_policy(policy) if isinstance(policy, str) else policy
+    return chosen(problem, np.random.default_rng(settings.seed))
 
 
 def _launch(runtime: RayRuntime, stream: DigitsStream, weights: bytes,
-            settings: RunSettings) -> StreamRun:
+            settings: RunSettings, device: str = DEVICE) -> StreamRun:
     import ray
 
-    opts = runtime.actor_options(DEVICE, ACTOR_MEMORY_MB)
+    opts = runtime.actor_options(device, ACTOR_MEMORY_MB)
     env = mps_env(0.5)
     if env:
         opts["runtime_env"] = {"env_vars": env}
@@ -174,27 +176,46 @@ def _feedback(result: WindowResult, profiles: dict[str, MicroProfile], scale: fl
     return scale, infer_opts
 
 
-def run_continual(runtime: RayRuntime, streams: Sequence[DigitsStream], policy: str,
-                  n_windows: int, settings: RunSettings | None = None,
-                  progress: Callable[[WindowResult], None] | None = None,
-                  holdout: DigitsStream | None = None) -> list[WindowResult]:
-    """Run ``policy`` for real over ``n_windows`` windows of ``streams`` on one device:
-    micro-profile, plan, then run inference and retraining actors at the planned shares."""
-    settings = settings or RunSettings()
-    if not streams:
-        raise ConfigError("no stream to run", field="streams")
-    if not 1 <= n_windows <= min(s.n_windows for s in streams):
-        raise ConfigError(f"n_windows must be in 1..{min(s.n_windows for s in streams)}",
-                          field="windows")
-    get_policy(policy)  # unknown names fail before any actor starts
+@dataclass(frozen=True, slots=True)
+class LiveProblem:
+    """What a real run answers: ``streams`` sharing one emulated device (``device`` of the
+    runtime's cluster) for ``windows`` windows under ``settings``; ``holdout`` is the
+    stream the inference profiler measures once at the start (None: a fresh digits stream
+    of the streams' frame count)."""
+
+    streams: tuple[DigitsStream, ...]
+    windows: int
+    settings: RunSettings = field(default_factory=RunSettings)
+    holdout: DigitsStream | None = None
+    device: str = DEVICE
+
+    def __post_init__(self) -> None:
+        if not self.streams:
+            raise ConfigError("no stream to run", field="streams")
+        most = min(s.n_windows for s in self.streams)
+        if not 1 <= self.windows <= most:
+            raise ConfigError(f"n_windows must be in 1..{most}", field="windows")
+
+
+def execute(runtime: RayRuntime, problem: LiveProblem, policy: str | Policy, /, *,
+            progress: Callable[[WindowResult], None] | None = None) -> list[WindowResult]:
+    """Carry ``policy`` out for real on ``problem``: per stream an inference and a retraining
+    actor on one device; every window micro-profile, plan with ``policy`` (a registered name
+    or a callable), run the jobs at the planned shares and re-plan whenever a retraining
+    completes (Algorithm 1). Ekya plans online, on profiles measured during the run, so
+    the executor takes the policy that makes each window's plan rather than a plan made in
+    advance. Returns one measured ``WindowResult`` per window."""
+    planner = get_policy(policy) if isinstance(policy, str) else policy  # fails before Ray
+    settings = problem.settings
     golden = golden_model(settings.seed)
     start_model = pretrained_edge(settings.seed)
-    holdout = holdout or DigitsStream("holdout", 10_000 + settings.seed, n_windows=1,
-                                      frames_per_window=len(streams[0].window(0).x))
+    holdout = problem.holdout or DigitsStream(
+        "holdout", 10_000 + settings.seed, n_windows=1,
+        frames_per_window=len(problem.streams[0].window(0).x))
     weights = model_to_frame(start_model)
-    runs = [_launch(runtime, s, weights, settings) for s in streams]
+    runs = [_launch(runtime, s, weights, settings, problem.device) for s in problem.streams]
     try:
-        return _windows(runs, policy, n_windows, settings, golden, holdout, progress)
+        return _windows(runs, planner, problem.windows, settings, golden, holdout, progress)
     finally:
         import ray
 
@@ -203,7 +224,7 @@ def run_continual(runtime: RayRuntime, streams: Sequence[DigitsStream], policy: 
             ray.kill(r.trainer)
 
 
-def _windows(runs: list[StreamRun], policy: str, n_windows: int, settings: RunSettings,
+def _windows(runs: list[StreamRun], policy: Policy, n_windows: int, settings: RunSettings,
              golden: torch.nn.Module, holdout: DigitsStream,
              progress: Callable[[WindowResult], None] | None) -> list[WindowResult]:
     """Profile the device once, then micro-profile, plan and execute window after window."""
@@ -223,7 +244,7 @@ def _windows(runs: list[StreamRun], policy: str, n_windows: int, settings: RunSe
                   for r in runs]
         plan = plan_window(policy, states, settings)
         planner = None if not settings.replan else (
-            lambda problem: get_policy(policy)(problem, np.random.default_rng(settings.seed)))
+            lambda problem: policy(problem, np.random.default_rng(settings.seed)))
         result = execute_window(runs, plan, states, windows, data, settings, index, golden,
                                 planner)
         scale, infer_opts = _feedback(result, profiles, scale, infer_opts)

@@ -83,22 +83,27 @@ def _train_curve(model: EdgeCNN, window: Window, golden: nn.Module, config: Retr
 
 
 def record_digits_trace(n_streams: int = 12, seed: int = 0, *, fps: float = 30.0,
-                        stretch: float | None = None, window_s: float = 200.0) -> Trace:
+                        stretch: float | None = None, window_s: float = 200.0,
+                        n_windows: int | None = None,
+                        configs: tuple[RetrainConfig, ...] | None = None) -> Trace:
     """Record a trace from real retraining on the digits streams (see the module doc). With
     ``stretch`` None, it is set so that the median over streams of the most expensive
     configuration's cost is 2 × ``window_s`` accelerator-seconds (Figure 3's regime: the
-    costliest configurations cannot finish in a window on one accelerator)."""
+    costliest configurations cannot finish in a window on one accelerator). ``n_windows``
+    and ``configs`` record fewer windows or configurations (the shipped recording: the
+    streams' 4 windows, the 18 default configurations)."""
     from edgewise.nn.continual_models import golden_model, predict, pretrained_edge
     from edgewise.nn.streams import digits_streams
 
     golden = golden_model(seed)
-    configs = default_retrain_configs()
+    configs = configs or default_retrain_configs()
     curves: dict[tuple[int, str, str], Curve] = {}
     retained: dict[tuple[int, str], float] = {}
     initial: dict[str, float] = {}
     infer_s: dict[str, float] = {}
     factors: dict[str, tuple[float, ...]] = {}
-    streams = digits_streams(n_streams, seed=seed)
+    streams = digits_streams(n_streams, seed=seed, **(
+        {} if n_windows is None else {"n_windows": n_windows}))
     for st in streams:
         model: EdgeCNN = pretrained_edge(seed)
         prev: float | None = None

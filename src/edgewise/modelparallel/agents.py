@@ -1,72 +1,118 @@
-"""Tabular Q-learning agents over discretised states (§IV-B), saved as JSON (no pickle).
+"""Tabular Q-learning agents over discretised states (§IV-B).
 
 A decision places one partition: the state is (the partition's CPU demand level, the slot of
-the previous partition's host, and for each candidate node its available-CPU level and
-whether the partition fits its memory); the action is a slot in the candidate list.
-Levels are three equal-width ranges: low, medium, high (§IV-B).
+the previous partition's host, and for each candidate node its available-CPU level, whether
+the partition fits its memory, and its bandwidth-utilisation level: §IV-B's state "includes
+the utilization of the CPU, memory and bandwidth resource for each device"); the action is
+a slot in the candidate list. Levels are three equal-width ranges: low, medium, high (§IV-B).
 """
 
 from __future__ import annotations
 
-import json
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 from numpy.typing import NDArray
 
-from edgewise.errors import ConfigError
-from edgewise.modelparallel.problem import ALPHA, EdgeNetwork, Partition
+from edgewise.modelparallel.problem import (
+    ALPHA,
+    CPU,
+    MEM,
+    NET,
+    EdgeNetwork,
+    EdgeNode,
+    Partition,
+)
 
-__all__ = ["QAgent", "Step", "encode_state", "level", "load_agents", "save_agents"]
+__all__ = ["AVAIL_MAX", "CPU_DEMAND_MAX", "MEM_DEMAND_MAX_MB", "QAgent", "Step",
+           "bandwidth_in_state", "encode_state", "level"]
 
 CPU_DEMAND_MAX = 0.2  # host ratio: a partition's CPU demand levels span [0, 0.2]
 MEM_DEMAND_MAX_MB = 600.0
 AVAIL_MAX = ALPHA  # available CPU (host ratio below α) levels span [0, α]
-FORMAT = "edgewise-srole-qtables/1"
 
 
 def level(value: float, top: float) -> int:
     """0, 1 or 2 (low, medium, high): three equal-width ranges over [0, top]; clipped."""
-    return int(min(2, max(0, np.floor(3.0 * value / top)))) if top > 0 else 0
+    return min(2, max(0, math.floor(3.0 * value / top))) if top > 0 else 0
 
 
 def encode_state(part: Partition, prev_slot: int, cands: Sequence[int],
                  network: EdgeNetwork, load: NDArray[np.float64],
                  alpha: float = ALPHA) -> str:
-    """The discretised state of one placement decision, as a compact string key."""
-    cap = network.capacity()
+    """The discretised state of one placement decision, as a compact string key: per
+    candidate its available CPU below α (level, or x for none), whether the partition fits
+    its memory below α (m or o) and its bandwidth utilisation (level of [0, α], or x
+    above α)."""
+    caps = network.capacity()[list(cands)].tolist()
+    loads = load[list(cands)].tolist()
     cells = []
-    for k in cands:
-        avail = alpha * cap[k, 0] - load[k, 0]
-        fits = load[k, 1] + part.memory_mb <= alpha * cap[k, 1]
-        cells.append(f"{level(avail, AVAIL_MAX) if avail > 0 else 'x'}{'m' if fits else 'o'}")
+    for cap, used in zip(caps, loads, strict=True):
+        avail = alpha * cap[CPU] - used[CPU]
+        fits = used[MEM] + part.memory_mb <= alpha * cap[MEM]
+        u_net = used[NET] / cap[NET]
+        cells.append(f"{level(avail, AVAIL_MAX) if avail > 0 else 'x'}{'m' if fits else 'o'}"
+                     f"{level(u_net, alpha) if u_net <= alpha else 'x'}")
     return f"{level(part.cpu, CPU_DEMAND_MAX)}|{prev_slot}|{''.join(cells)}"
+
+
+def bandwidth_in_state() -> bool:
+    """Whether the agents see bandwidth: two decisions that differ only in a candidate's
+    bandwidth utilisation (idle link or one at 90 %) get different states."""
+    network = EdgeNetwork((EdgeNode("a", 1.0, 1000.0, 100.0), EdgeNode("b", 1.0, 1000.0, 100.0)))
+    part = Partition("p", 1.0, 0.1, 10.0, 1.0, 1.0)
+    idle = np.zeros((2, 3))
+    busy = idle.copy()
+    busy[1, NET] = 90.0
+    return encode_state(part, 0, (0, 1), network, idle) != encode_state(
+        part, 0, (0, 1), network, busy)
 
 
 @dataclass(frozen=True, slots=True)
 class Step:
-    """One decision an agent took: the state, the action (slot) and the next state."""
+    """One decision an agent took: the key it looked up (its state, or its state joined
+    with the other agents' where it coordinates), the action (slot), the number of actions,
+    and the local state alone (``local``; empty: the same as ``state``)."""
 
     state: str
     action: int
     n_actions: int
+    local: str = ""
 
 
 @dataclass(slots=True)
 class QAgent:
     """A Q-learning agent: Q(s, a) in a dict of lists; ε-greedy; learning rate ``lr``;
-    undiscounted within a job's placement (the reward comes when the job is scored)."""
+    undiscounted within a job's placement (the reward comes when the job is scored). It
+    learns independently of the other agents (``iql``): it never looks at their state.
+    A copy shares its rows with the original until it writes one (``shared``)."""
 
     lr: float = 0.2
     epsilon: float = 0.1
     q: dict[str, list[float]] = field(default_factory=dict)
+    shared: set[str] = field(default_factory=set, repr=False, compare=False)
+
+    def key(self, state: str, context: str) -> str:
+        """The Q-table key of ``state``: the state alone (``context``, the other agents'
+        state, is ignored by an independent learner)."""
+        return state
 
     def values(self, state: str, n_actions: int) -> list[float]:
-        row = self.q.setdefault(state, [0.0] * n_actions)
-        if len(row) < n_actions:
-            row.extend([0.0] * (n_actions - len(row)))
+        """The row of ``state``, at least ``n_actions`` long (read only: see ``_row``)."""
+        row = self.q.get(state)
+        if row is None or len(row) < n_actions:
+            return QAgent._row(self, state, n_actions)
+        return row
+
+    def _row(self, state: str, n_actions: int) -> list[float]:
+        """The row of ``state`` to write to: created, lengthened or unshared as needed."""
+        row = self.q.get(state)
+        if row is None or len(row) < n_actions or state in self.shared:
+            row = [*(row or ()), *([0.0] * (n_actions - len(row or ())))]
+            self.q[state] = row
+            self.shared.discard(state)
         return row
 
     def act(self, state: str, n_actions: int, rng: np.random.Generator, explore: bool) -> int:
@@ -75,35 +121,17 @@ class QAgent:
             return int(rng.integers(n_actions))
         return int(np.argmax(self.values(state, n_actions)[:n_actions]))
 
-    def learn(self, steps: Sequence[Step], rewards: Sequence[float]) -> None:
-        """Q-learning backup along one job's decisions: r_t + max_a Q(s_{t+1}, a)."""
+    def learn(self, steps: Sequence[Step], rewards: Sequence[float],
+              disturbed: Sequence[bool] = ()) -> None:
+        """Q-learning backup along one job's decisions: r_t + max_a Q(s_{t+1}, a).
+        ``disturbed`` (whether another agent acted on the same node) is not used here."""
         for t in reversed(range(len(steps))):
             s = steps[t]
             nxt = (max(self.values(steps[t + 1].state, steps[t + 1].n_actions))
                    if t + 1 < len(steps) else 0.0)
-            row = self.values(s.state, s.n_actions)
+            row = self._row(s.state, s.n_actions)
             row[s.action] += self.lr * (rewards[t] + nxt - row[s.action])
 
     def copy(self) -> QAgent:
-        return QAgent(self.lr, self.epsilon, {k: list(v) for k, v in self.q.items()})
-
-
-def save_agents(path: Path, method: str, agents: Sequence[QAgent]) -> None:
-    """Write the agents' Q-tables as JSON."""
-    doc = {"format": FORMAT, "method": method,
-           "agents": [{"lr": a.lr, "epsilon": a.epsilon, "q": a.q} for a in agents]}
-    path.write_text(json.dumps(doc, sort_keys=True))
-
-
-def load_agents(path: Path) -> tuple[str, list[QAgent]]:
-    """Read agents written by `save_agents`; ConfigError names a bad or foreign file."""
-    try:
-        doc = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError) as exc:
-        raise ConfigError(f"cannot read agents: {exc}", source=str(path)) from exc
-    if not isinstance(doc, dict) or doc.get("format") != FORMAT:
-        raise ConfigError(f"not an {FORMAT} file", source=str(path), field="format")
-    agents = [QAgent(float(a["lr"]), float(a["epsilon"]),
-                     {str(k): [float(x) for x in v] for k, v in a["q"].items()})
-              for a in doc["agents"]]
-    return str(doc["method"]), agents
+        """An agent with the same values; rows are copied when first written."""
+        return QAgent(lr=self.lr, epsilon=self.epsilon, q=dict(self.q), shared=set(self.q))

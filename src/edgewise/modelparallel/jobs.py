@@ -13,33 +13,52 @@ many contiguous partitions of balanced FLOPs instead. Per partition and per iter
 weights + gradients + momentum (3 × parameter bytes) + every activation of the batch (kept
 for the backward pass); ``out_mb`` = the activation of its last layer for the batch. CPU
 demand: a training job is one process that keeps ``job_cpu`` host ratio busy; its partitions
-share it in proportion to their FLOPs.
+share it in proportion to their FLOPs. That fixes the job's data rate, one iteration every
+``period_s`` = total GFLOP / (``job_cpu`` · ``HOST_GFLOPS``) seconds, and so its bandwidth
+demands: a partition's output traffic (activation forward, gradient back) is
+``out_mbps`` = 2 · 8 · ``out_mb`` / ``period_s``, the batch ``input_mbps`` = 8 · ``input_mb`` /
+``period_s``.
+
+Demands drift (§V-D: "the resource demands of tasks are time-varying and dynamic and
+sometimes cannot be accurately predicted"): in each round a job's and a background task's
+CPU and bandwidth demands are their profiled values times a factor drawn uniformly from
+[1 − ``DEMAND_DRIFT``, 1 + ``DEMAND_DRIFT``] (`drifted`); memory (weights, optimizer state and
+activations of a fixed batch; a worker's configured heap) does not drift.
 """
 
 from __future__ import annotations
 
 from bisect import bisect_left
 from collections.abc import Hashable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 
 import numpy as np
 
 from edgewise.errors import ConfigError
-from edgewise.modelparallel.problem import BackgroundTask, EdgeNetwork, Job, Partition
+from edgewise.modelparallel.models import build_srole_model, srole_models
+from edgewise.modelparallel.problem import (
+    HOST_GFLOPS,
+    BackgroundTask,
+    EdgeNetwork,
+    Job,
+    Partition,
+)
 from edgewise.nn.cuts import candidate_points, dag_ends, topological_depth
-from edgewise.nn.extra_models import build_srole_model, srole_models
 from edgewise.nn.graph import layer_dag
 
 __all__ = [
+    "DEMAND_DRIFT",
     "JOBS_PER_CLUSTER",
     "JOB_CPU",
+    "PAGERANK_BANDWIDTH_MBPS",
     "PAGERANK_CPU",
     "PAGERANK_MEMORY_MB",
     "ModelProfile",
     "background_tasks",
     "check_model",
     "cluster_jobs",
+    "drifted",
     "make_job",
     "max_levels",
     "model_profile",
@@ -50,6 +69,8 @@ JOB_CPU = 0.4  # host ratio one training job keeps busy (assumption, see docs/sr
 JOBS_PER_CLUSTER = 3  # §V-A: three DL training jobs of the same type per cluster
 PAGERANK_CPU = 0.05  # host ratio of one PageRank worker (assumption)
 PAGERANK_MEMORY_MB = 128.0  # one PageRank worker's heap (assumption)
+PAGERANK_BANDWIDTH_MBPS = 10.0  # one PageRank worker's shuffle traffic (assumption)
+DEMAND_DRIFT = 0.25  # CPU and bandwidth demands vary ±25 % round to round (assumption)
 PAGERANK_WORKERS = 3  # nodes a distributed PageRank job runs on
 MB = 1e6
 
@@ -135,13 +156,19 @@ def make_job(name: str, model: str, origin: int, batch: int = 32, n_iterations: 
         raise ConfigError(f"must be at least 1, got {batch}", field="batch")
     prof = model_profile(model, n_partitions)
     total = sum(prof.gflop)
+    period = period_s(3.0 * total * batch, job_cpu)
     parts = tuple(Partition(
         name=f"{model}/{i}", gflop=3.0 * g * batch, cpu=job_cpu * g / total,
-        memory_mb=3.0 * p + a * batch, out_mb=o * batch)
+        memory_mb=3.0 * p + a * batch, out_mb=o * batch, out_mbps=16.0 * o * batch / period)
         for i, (g, p, a, o) in enumerate(zip(prof.gflop, prof.param_mb, prof.act_mb,
                                               prof.out_mb, strict=True)))
     return Job(name, model, origin, parts, input_mb=prof.input_mb * batch,
-               n_iterations=n_iterations)
+               n_iterations=n_iterations, input_mbps=8.0 * prof.input_mb * batch / period)
+
+
+def period_s(gflop_per_iteration: float, job_cpu: float = JOB_CPU) -> float:
+    """Seconds per iteration at the job's data rate: its GFLOP keep ``job_cpu`` host busy."""
+    return gflop_per_iteration / (job_cpu * HOST_GFLOPS)
 
 
 def max_levels(n_partitions: int | None = None) -> int:
@@ -179,15 +206,38 @@ def pagerank_jobs(workload_pct: float) -> int:
     return round(workload_pct / 10) - 4
 
 
-def background_tasks(network: EdgeNetwork, workload_pct: float,
-                     rng: np.random.Generator) -> tuple[BackgroundTask, ...]:
+def background_tasks(network: EdgeNetwork, workload_pct: float, rng: np.random.Generator,
+                     intensity: float = 1.0) -> tuple[BackgroundTask, ...]:
     """The PageRank jobs of a workload level in every cluster, each distributed over
-    ``PAGERANK_WORKERS`` random nodes of its cluster, one worker per node."""
+    ``PAGERANK_WORKERS`` random nodes of its cluster, one worker per node; ``intensity``
+    scales each worker's CPU and bandwidth demand (1.0: the defaults)."""
     tasks = []
     for c in range(network.n_clusters):
         members = network.members(c)
         for _ in range(pagerank_jobs(workload_pct)):
             k = min(PAGERANK_WORKERS, len(members))
             for node in rng.choice(members, size=k, replace=False):
-                tasks.append(BackgroundTask(int(node), PAGERANK_CPU, PAGERANK_MEMORY_MB))
+                tasks.append(BackgroundTask(int(node), intensity * PAGERANK_CPU,
+                                            PAGERANK_MEMORY_MB,
+                                            intensity * PAGERANK_BANDWIDTH_MBPS))
     return tuple(tasks)
+
+
+def drifted(jobs: tuple[Job, ...], background: tuple[BackgroundTask, ...],
+            rng: np.random.Generator, spread: float = DEMAND_DRIFT
+            ) -> tuple[tuple[Job, ...], tuple[BackgroundTask, ...]]:
+    """The demands of one round as they turn out: every job's and task's CPU and bandwidth
+    demand times its own factors, uniform in [1 − spread, 1 + spread]; memory unchanged."""
+    draws = iter(rng.uniform(1.0 - spread, 1.0 + spread,
+                             size=(len(jobs) + len(background), 2)).tolist())
+    out_jobs = []
+    for job in jobs:
+        c, b = next(draws)
+        out_jobs.append(replace(job, input_mbps=b * job.input_mbps, partitions=tuple(
+            Partition(p.name, p.gflop, c * p.cpu, p.memory_mb, p.out_mb, b * p.out_mbps)
+            for p in job.partitions)))
+    out_bg = []
+    for t in background:
+        c, b = next(draws)
+        out_bg.append(BackgroundTask(t.node, c * t.cpu, t.memory_mb, b * t.bandwidth_mbps))
+    return tuple(out_jobs), tuple(out_bg)

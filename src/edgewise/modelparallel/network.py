@@ -27,9 +27,11 @@ HOST_GHZ = 2.5  # clock of one m5ad.4xlarge core (§V-A's host): host ratio = GH
 
 def random_network(n_edges: int, rng: np.random.Generator,
                    environment: str = "container") -> EdgeNetwork:
-    """``n_edges`` nodes (a multiple of 5) in clusters of 5; memory, CPU and bandwidth drawn
-    from Table I (§V-A: round-robin over the memory values, CPU uniform in its range for the
-    container environment or from its set for the real one, bandwidth from its set per pair).
+    """``n_edges`` nodes (a multiple of 5) in clusters of 5; memory, CPU and each node's link
+    bandwidth from Table I (§V-A: "the resources of the devices were assigned in a
+    round-robin way": round-robin over the memory and over the bandwidth values; CPU, a
+    continuous range in the container environment, uniform in it, or from its set for the
+    real one).
 
     Raises
     ------
@@ -50,13 +52,9 @@ def random_network(n_edges: int, rng: np.random.Generator,
         x = float(rng.uniform(0.0, AREA_M)) + (j // CLUSTER_SIZE) * 10 * AREA_M  # far apart
         y = float(rng.uniform(0.0, AREA_M))
         nodes.append(EdgeNode(f"edge-{j}", cpu=round(cpu, 3), memory_mb=float(mems[j % len(mems)]),
-                              x_m=x, y_m=y, range_m=float(rng.uniform(RANGE_M[0], RANGE_M[1]))))
-    bw = rng.choice(np.asarray(bws, dtype=np.float64), size=(n_edges, n_edges))
-    bw = np.triu(bw, 1)
-    bw = bw + bw.T
-    np.fill_diagonal(bw, np.inf)
-    return EdgeNetwork(tuple(nodes), bw,
-                       cluster_of=tuple(j // CLUSTER_SIZE for j in range(n_edges)))
+                              bandwidth_mbps=float(bws[j % len(bws)]), x_m=x, y_m=y,
+                              range_m=float(rng.uniform(RANGE_M[0], RANGE_M[1]))))
+    return EdgeNetwork(tuple(nodes), cluster_of=tuple(j // CLUSTER_SIZE for j in range(n_edges)))
 
 
 def pretraining_network(rng: np.random.Generator) -> EdgeNetwork:
@@ -64,18 +62,17 @@ def pretraining_network(rng: np.random.Generator) -> EdgeNetwork:
     the number of edge nodes in the range of [2,10]. For each edge node, CPU is chosen randomly
     from range [0.5,2] GHz, memory is randomly chosen from range [64,4096] MB and the bandwidth
     across pair of edge nodes is randomly chosen from range [128,1000] MBps". CPU becomes a host
-    ratio at ``HOST_GHZ`` per host core; positions and ranges as in `random_network`."""
+    ratio at ``HOST_GHZ`` per host core; bandwidth is drawn per node, for its link (a pair's
+    lone transfer runs at the slower link); positions and ranges as in `random_network`."""
     n = int(rng.integers(PRETRAIN_NODES[0], PRETRAIN_NODES[1] + 1))
     nodes = []
     for j in range(n):
         ghz = float(rng.uniform(*PRETRAIN["cpu_ghz"]))
         nodes.append(EdgeNode(f"edge-{j}", cpu=round(ghz / HOST_GHZ, 3),
                               memory_mb=float(rng.uniform(*PRETRAIN["memory_mb"])),
+                              bandwidth_mbps=8.0 * float(rng.uniform(
+                                  *PRETRAIN["bandwidth_mbyteps"])),  # MBps -> Mbps
                               x_m=float(rng.uniform(0.0, AREA_M)),
                               y_m=float(rng.uniform(0.0, AREA_M)),
                               range_m=float(rng.uniform(RANGE_M[0], RANGE_M[1]))))
-    bw = 8.0 * rng.uniform(*PRETRAIN["bandwidth_mbyteps"], size=(n, n))  # MBps -> Mbps
-    bw = np.triu(bw, 1)
-    bw = bw + bw.T
-    np.fill_diagonal(bw, np.inf)
-    return EdgeNetwork(tuple(nodes), bw, cluster_of=(0,) * n)
+    return EdgeNetwork(tuple(nodes), cluster_of=(0,) * n)

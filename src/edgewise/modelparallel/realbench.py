@@ -7,7 +7,7 @@ from __future__ import annotations
 import copy
 import math
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from itertools import pairwise
 from typing import Any
@@ -17,22 +17,16 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from edgewise.modelparallel.jobs import JOB_CPU
+from edgewise.bench import BenchContext, Figures
+from edgewise.modelparallel.jct import iteration_time_s, occupancy
+from edgewise.modelparallel.jobs import JOB_CPU, period_s
+from edgewise.modelparallel.models import srole_models
 from edgewise.modelparallel.network import random_network
-from edgewise.modelparallel.problem import (
-    EdgeNetwork,
-    Job,
-    Partition,
-    Placement,
-    iteration_time_s,
-    load_of,
-)
-from edgewise.modelparallel.run import (
-    MPRun,
-    network_cluster,
-    network_emulation,
-    run_placement,
-)
+from edgewise.modelparallel.policies import get_method, trained
+from edgewise.modelparallel.problem import EdgeNetwork, Job, Partition, TaskPlacement
+from edgewise.modelparallel.run import MPRun, execute, network_cluster, network_emulation
+from edgewise.modelparallel.schedule import Round
+from edgewise.modelparallel.training import pretrain
 from edgewise.nn.data import digits_split
 from edgewise.nn.graph import layer_dag
 from edgewise.nn.models import make_optimizer
@@ -88,7 +82,8 @@ def sequential_job(model: nn.Sequential, cuts: Sequence[int], example: torch.Ten
     conventions of ``jobs.make_job`` on the same graph analysis (``layer_dag``): per partition
     ``gflop`` = 3 × forward FLOPs × ``batch``, ``memory_mb`` = 3 × parameters + every
     activation of the batch, ``out_mb`` = its last activation for the batch, ``cpu`` the
-    job's ``job_cpu`` shared by FLOPs; ``input_mb`` = the batch of inputs."""
+    job's ``job_cpu`` shared by FLOPs; ``input_mb`` = the batch of inputs; the bandwidth
+    demands at the job's data rate (``jobs.period_s``)."""
     dag = layer_dag(model, example)
     sums = np.zeros((len(model), 3))  # per child: flops, param bytes, activation bytes
     last_out = np.zeros(len(model))
@@ -100,15 +95,18 @@ def sequential_job(model: nn.Sequential, cuts: Sequence[int], example: torch.Ten
         last_out[child] = node["output_bytes"]
     source = dag.nodes[dag.graph["source"]]
     total = float(sums[:, 0].sum())
+    period = period_s(3.0 * total * batch / 1e9, job_cpu)
     parts = []
     for k, (a, b) in enumerate(pairwise(cuts)):
         flops, params, acts = sums[a:b].sum(axis=0)
+        out_mb = float(last_out[b - 1]) * batch / MB
         parts.append(Partition(f"{name}/{k}", gflop=3.0 * flops * batch / 1e9,
                                cpu=job_cpu * flops / total,
                                memory_mb=(3.0 * params + acts * batch) / MB,
-                               out_mb=float(last_out[b - 1]) * batch / MB))
-    return Job(name, name, origin, tuple(parts),
-               input_mb=float(source["output_bytes"]) * batch / MB, n_iterations=n_iterations)
+                               out_mb=out_mb, out_mbps=16.0 * out_mb / period))
+    input_mb = float(source["output_bytes"]) * batch / MB
+    return Job(name, name, origin, tuple(parts), input_mb=input_mb, n_iterations=n_iterations,
+               input_mbps=8.0 * input_mb / period)
 
 
 def calibrate_host_gflops(model: nn.Module, job: Job,
@@ -137,14 +135,14 @@ def calibrate_host_gflops(model: nn.Module, job: Job,
     return sum(p.gflop for p in job.partitions) / seconds
 
 
-def spread_placement(network: EdgeNetwork, job: Job) -> Placement:
+def spread_placement(network: EdgeNetwork, job: Job) -> TaskPlacement:
     """A fixed placement that exercises compute and transfers: partition 0 on the job's
     origin, partition i on the i-th of its other candidates (§IV-B: itself, then its
     neighbours), in order of node index, wrapping round when there are fewer candidates."""
     others = [j for j in network.candidates(job.origin) if j != job.origin]
     hosts = [job.origin, *(others[i % len(others)] if others else job.origin
                            for i in range(len(job.partitions) - 1))]
-    return Placement(tuple(hosts))
+    return TaskPlacement(tuple(hosts))
 
 
 BENCH_WIDTH, BENCH_BATCH = 32, 128
@@ -152,28 +150,22 @@ OPTIMIZER, LR = "adam", 0.005
 
 
 def srole_placement(network: EdgeNetwork, job: Job, seed: int = 0, method: str = "srole-c",
-                    rounds: int = 300) -> Placement:
+                    rounds: int = 300) -> TaskPlacement:
     """The placement ``method`` executes for ``job`` alone on ``network``: its agent
     pre-trained offline as the simulator does (``sim.pretrain``, ``rounds`` random rounds of
-    the SROLE models), then one greedy round (no exploration, no learning), shield applied."""
-    from edgewise.modelparallel.policies import get_method
-    from edgewise.modelparallel.schedule import Round
-    from edgewise.modelparallel.sim import play_round, pretrain
-    from edgewise.nn.extra_models import srole_models
-
+    the SROLE models), then its trained policy (``policies.trained``: greedy, shielded)."""
     chosen = get_method(method)
     agent = pretrain(chosen, srole_models(), np.random.default_rng([seed, 100]), rounds=rounds)
-    result = play_round(chosen, Round(network, (job,)), [agent] * network.n,
-                        np.random.default_rng([seed, 101]), explore=False, learn=False)
-    return result.executed[0]
+    plan = trained(chosen, agent)(Round(network, (job,)), np.random.default_rng([seed, 101]))
+    return plan[0]
 
 
-def _figures(prefix: str, run: MPRun, job: Job, placement: Placement,
+def _figures(prefix: str, run: MPRun, job: Job, placement: TaskPlacement,
              env: EdgeNetwork) -> dict[str, float]:
     """Measured against predicted for one placement: iteration, compute and transfer."""
-    load = load_of(env, [job], [placement])
-    predicted = iteration_time_s(job, placement, env, load)
-    transfer = iteration_time_s(job, placement, replace(env, host_gflops=math.inf), load)
+    occ = occupancy(env, [job], [placement])
+    predicted = iteration_time_s(job, placement, env, occ)
+    transfer = iteration_time_s(job, placement, replace(env, host_gflops=math.inf), occ)
     measured, compute = run.mean_iteration_s, predicted - transfer
 
     def pred(name: str) -> str:
@@ -194,42 +186,49 @@ def _figures(prefix: str, run: MPRun, job: Job, placement: Placement,
     }
 
 
-def real_figures(seed: int = 0, quick: bool = False,
-                 progress: Callable[[str, float], None] | None = None) -> dict[str, float]:
+_MEASURED = ("iteration_time_s", "iteration_time_error", "compute_s_per_iteration",
+             "compute_time_error", "transfer_s_per_iteration")
+
+
+def real_figures(ctx: BenchContext) -> Figures:
     """Train the bench CNN for real on a 5-node Table I network (seed) where
-    :func:`spread_placement` puts its four levels (keys ``real_*``) and, unless ``quick``,
+    :func:`spread_placement` puts its four levels (keys ``real_*``) and, unless quick,
     where SROLE-C places them (``real_srole_*``), one stage actor per run of consecutive
     levels on one node; compare the mean iteration times with the environment's
     ``iteration_time_s`` for the same job, placements and nodes, the host's GFLOP/s
-    calibrated by :func:`calibrate_host_gflops` (see docs/srole-runtime.md)."""
-    say = progress or (lambda _msg, _frac: None)
-    rng = np.random.default_rng(seed)
+    calibrated by :func:`calibrate_host_gflops` (see docs/srole-runtime.md). Measured
+    figures (and predictions from the calibrated rate) go to ``ctx.timings``."""
+    rng = np.random.default_rng(ctx.seed)
     network = random_network(5, rng, "container")
     most = max(len(network.neighbours(j)) for j in range(network.n))
     origin = int(rng.choice([j for j in range(network.n) if len(network.neighbours(j)) == most]))
-    model = bench_model(seed, BENCH_WIDTH)
+    model = bench_model(ctx.seed, BENCH_WIDTH)
     cuts = sequential_levels(model)
     job = sequential_job(model, cuts, torch.zeros(1, 1, 8, 8), BENCH_BATCH, origin)
-    batches = list(digits_batches(BENCH_BATCH, 8 if quick else 20, seed))
-    say("calibrating the host's GFLOP/s; placing with SROLE-C", 0.05)
+    batches = list(digits_batches(BENCH_BATCH, 8 if ctx.quick else 20, ctx.seed))
+    ctx.progress("calibrating the host's GFLOP/s; placing with SROLE-C", 0.05)
     config = network_emulation(network)
     host_gflops = calibrate_host_gflops(model, job, batches[0], optimizer=OPTIMIZER, lr=LR)
     env = replace(network, host_gflops=host_gflops / (config.host_speed or 1.0))
     placements = {"real_": spread_placement(network, job)}
-    if not quick:
-        placements["real_srole_"] = srole_placement(network, job, seed)
-    out = {"real_host_gflops": round(host_gflops, 2), "real_levels": float(len(job.partitions)),
-           "real_iterations": float(len(batches))}
+    if not ctx.quick:
+        placements["real_srole_"] = srole_placement(network, job, ctx.seed)
+    ctx.timings["real_host_gflops"] = round(host_gflops, 2)
+    out: Figures = {"real_levels": float(len(job.partitions)),
+                    "real_iterations": float(len(batches))}
     runtime = start_local(network_cluster(network), config)
     try:
         for k, (prefix, placement) in enumerate(placements.items()):
-            say(f"training on emulated nodes {placement.nodes}", 0.2 + 0.4 * k)
-            run = run_placement(runtime, network, job, placement, model, cuts, batches,
-                                optimizer=OPTIMIZER, lr=LR)
-            out |= _figures(prefix, run, job, placement, env)
+            ctx.progress(f"training on emulated nodes {placement.nodes}", 0.2 + 0.4 * k)
+            run = execute(runtime, Round(network, (job,)), (placement,), model=model,
+                          cuts=cuts, batches=batches, optimizer=OPTIMIZER, lr=LR)[0]
+            for key, value in _figures(prefix, run, job, placement, env).items():
+                measured = key.startswith("predicted_") or key.removeprefix(
+                    prefix) in _MEASURED
+                (ctx.timings if measured else out)[key] = value
             out |= {f"{prefix}loss_first": round(run.losses[0], 4),
                     f"{prefix}loss_last": round(run.losses[-1], 4)}
     finally:
         runtime.shutdown()
-    say("done", 1.0)
+    ctx.progress("done", 1.0)
     return out

@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 import time
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,24 +17,25 @@ import ray
 import torch
 from torch import nn
 
-from edgewise.cluster.model import Cluster, Device, Link
+from edgewise.cluster.model import Link
 from edgewise.errors import ConfigError, InfeasibleError
-from edgewise.modelparallel.problem import EdgeNetwork, Job, Placement
-from edgewise.nn.models import OPTIMIZERS
-from edgewise.pipeline.stages import (
-    ActivationCodec,
-    decode_activation,
-    encode_activation,
-    split_sequential,
-    stage_payload,
+from edgewise.modelparallel.emulated import (
+    network_cluster,
+    network_emulation,
+    shared_links,
+    stage_runs,
 )
-from edgewise.runtime.emulation import EmulationConfig
+from edgewise.modelparallel.problem import EdgeNetwork, Job, TaskPlacement
+from edgewise.modelparallel.schedule import Plan, Round
+from edgewise.nn.models import OPTIMIZERS
+from edgewise.nn.split import split_sequential
 from edgewise.runtime.mpstages import TrainStage
 from edgewise.runtime.ray_cluster import RayRuntime
-from edgewise.runtime.transport import decode_state_dict
+from edgewise.wire.activation import ActivationCodec, decode_activation, encode_activation
+from edgewise.wire.state import decode_state_dict, stage_payload
 
-__all__ = ["MPRun", "ModelParallelTrainer", "network_cluster", "network_emulation",
-           "run_placement", "stage_runs", "train_model_parallel"]
+__all__ = ["MPRun", "ModelParallelTrainer", "execute", "network_cluster", "network_emulation",
+           "run_placement", "shared_links", "stage_runs", "train_model_parallel"]
 
 Batch = tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]
 
@@ -98,13 +99,16 @@ class ModelParallelTrainer:
     origin : str or None
         The device where the training batches originate (SROLE: the job's initiating node);
         the first stage waits their transfer time from there. ``None``: already local.
+    links : mapping of (device, device) to Link, or None
+        Links to use instead of the cluster's between those devices (a shared rate).
     """
 
     def __init__(self, runtime: RayRuntime, model: nn.Module, cuts: Sequence[int],
                  devices: Sequence[str], *, optimizer: str = "sgd", lr: float = 0.05,
                  codec: ActivationCodec | None = None,
                  memory_mb: Sequence[int] | None = None, origin: str | None = None,
-                 startup_timeout_s: float = 120.0) -> None:
+                 links: Mapping[tuple[str, str], Link] | None = None,
+                 startup_timeout_s: float = 300.0) -> None:
         if optimizer not in OPTIMIZERS or not lr > 0:
             raise ConfigError(f"optimizer must be one of {', '.join(OPTIMIZERS)} with lr > 0, "
                               f"got {optimizer!r}, lr {lr}", field="optimizer")
@@ -115,7 +119,7 @@ class ModelParallelTrainer:
         if memory_mb is not None and len(memory_mb) != len(parts):
             raise ConfigError("one memory reservation per partition", field="memory_mb")
         self.runtime, self.devices, self.cuts = runtime, tuple(devices), tuple(cuts)
-        self.origin = origin
+        self.origin, self.links = origin, dict(links or {})
         self.codec = codec or ActivationCodec("none")
         self._step = 0
         tag = uuid.uuid4().hex[:6]
@@ -142,13 +146,16 @@ class ModelParallelTrainer:
         def link(other: int) -> Any:
             if not 0 <= other < n or self.devices[other] == here:
                 return None
-            return self.runtime.cluster.link(here, self.devices[other])
+            return self._link(here, self.devices[other])
 
         source = None
         if k == 0 and self.origin is not None and self.origin != here:
-            source = self.runtime.cluster.link(self.origin, here)
+            source = self._link(self.origin, here)
         return self.stages[k].connect.remote(link(k - 1), link(k + 1), first=k == 0,
                                              last=k == n - 1, input_link=source)
+
+    def _link(self, a: str, b: str) -> Link:
+        return self.links.get((a, b)) or self.runtime.cluster.link(a, b)
 
     def step(self, x: np.ndarray[Any, Any], y: np.ndarray[Any, Any]) -> tuple[float, float]:
         """One training iteration on the batch ``(x, y)``: the loss before the update and the
@@ -222,43 +229,7 @@ def train_model_parallel(runtime: RayRuntime, model: nn.Module, cuts: Sequence[i
                  tuple(int(s["wire_bytes"]) for s in stats))
 
 
-def network_cluster(network: EdgeNetwork, name: str = "srole-real") -> Cluster:
-    """The emulated cluster of an environment's network: one device per node, named like
-    it, with its memory and ``speed`` = its CPU (host ratio), so that under
-    :func:`network_emulation` a node computes at ``cpu`` of one host core; every pair linked
-    at the network's bandwidth with no latency (the environment's transfer model has none)."""
-    devices = tuple(Device(n.name, "srole-node", 1, "none", max(1, int(n.memory_mb)), n.cpu)
-                    for n in network.nodes)
-    links = tuple(Link(a.name, b.name, float(network.bandwidth_mbps[i, j]), 0.0)
-                  for i, a in enumerate(network.nodes) for j, b in enumerate(network.nodes)
-                  if i < j)  # fmt: skip
-    default = Link("*", "*", float(min(lk.bandwidth_mbps for lk in links) if links else 1e3), 0.0)
-    return Cluster(name, devices, default, links)
-
-
-def network_emulation(network: EdgeNetwork, host_cores: int | None = None) -> EmulationConfig:
-    """Emulation where host ratio 1.0 is one host core: ``host_speed`` = max(1, largest CPU),
-    so a node's stretch is ``host_speed / cpu`` (= 1 / cpu on Table I's ranges)."""
-    speed = max(1.0, *(n.cpu for n in network.nodes))
-    if host_cores is None:
-        return EmulationConfig(host_speed=speed)
-    return EmulationConfig(host_speed=speed, host_cores=host_cores)
-
-
-def stage_runs(placement: Placement) -> tuple[tuple[int, int], ...]:
-    """The maximal runs of consecutive partitions placed on one node, as half-open index
-    ranges ``(first, end)``: one stage actor each. Nothing crosses a link inside a run, so
-    the environment's ``iteration_time_s`` of the placement is that of the runs."""
-    runs: list[tuple[int, int]] = []
-    for i, host in enumerate(placement.nodes):
-        if runs and placement.nodes[runs[-1][0]] == host:
-            runs[-1] = (runs[-1][0], i + 1)
-        else:
-            runs.append((i, i + 1))
-    return tuple(runs)
-
-
-def run_placement(runtime: RayRuntime, network: EdgeNetwork, job: Job, placement: Placement,
+def run_placement(runtime: RayRuntime, network: EdgeNetwork, job: Job, placement: TaskPlacement,
                   model: nn.Module, cuts: Sequence[int], batches: Iterable[Batch],
                   **options: Any) -> MPRun:
     """Train ``model`` split at ``cuts`` (one part per ``job.partitions``, e.g. per model
@@ -290,3 +261,27 @@ def run_placement(runtime: RayRuntime, network: EdgeNetwork, job: Job, placement
     return train_model_parallel(runtime, model, [cuts[a] for a, _ in runs] + [cuts[-1]],
                                 devices, batches, memory_mb=[sum(memory[a:b]) for a, b in runs],
                                 origin=network.nodes[job.origin].name, **options)
+
+
+def execute(runtime: RayRuntime, problem: Round, plan: Plan, /, *, model: nn.Module,
+            cuts: Sequence[int], batches: Iterable[Batch], **options: Any) -> tuple[MPRun, ...]:
+    """The executor of the anatomy: carry out ``plan`` (a policy's placement of every job of
+    the round ``problem``) as real model-parallel training, one job after the other, each
+    job ``model`` split at ``cuts`` (one part per job partition) and trained on ``batches``
+    (:func:`run_placement`; ``options`` are the trainer's). Its transfers run at the rates
+    the environment computes for the whole round (:func:`shared_links`): the jobs run one
+    at a time, and the background is not run, but each link carries what it would carry
+    with everything running. ``runtime`` must hold ``network_cluster(problem.network)``.
+
+    Raises
+    ------
+    ConfigError
+        The plan does not have one placement per job.
+    """
+    if len(plan) != len(problem.jobs):
+        raise ConfigError(f"{len(problem.jobs)} jobs need {len(problem.jobs)} placements, got "
+                          f"{len(plan)}", field="plan")
+    kept = list(batches)
+    return tuple(run_placement(runtime, problem.network, job, placement, model, cuts, kept,
+                               links=shared_links(problem, plan, j), **options)
+                 for j, (job, placement) in enumerate(zip(problem.jobs, plan, strict=True)))

@@ -1,147 +1,222 @@
-"""Scores a method round by round (§IV-B/C): decide, shield, run, reward, learn; offline
-pre-training on random networks, then online learning on the evaluated one. Deterministic
-from its seed (wall-clock seconds are reported beside, never used)."""
+"""Simulates a method round by round (§IV-B/C): decide, shield, run, reward, learn; offline
+pre-training on random networks, then online learning on the evaluated one. A job that
+could not run (an invalid schedule, or deferred by the shield) is placed again in the next
+round of its cluster, after that round's end. Deterministic from its seed; wall-clock
+seconds are kept apart in the outcome's ``timings``."""
 
 from __future__ import annotations
 
-import math
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 
 import numpy as np
-from numpy.typing import NDArray
 
+from edgewise.anatomy import OnlinePolicy
 from edgewise.modelparallel.agents import QAgent
-from edgewise.modelparallel.jobs import background_tasks, cluster_jobs
-from edgewise.modelparallel.network import pretraining_network
-from edgewise.modelparallel.policies import Method, Shield
-from edgewise.modelparallel.problem import (
-    EdgeNetwork,
-    Placement,
-    job_completion_time_s,
-    load_of,
-    overloaded,
-    utilisation,
+from edgewise.modelparallel.jobs import background_tasks, drifted
+from edgewise.modelparallel.models import srole_models
+from edgewise.modelparallel.policies import (
+    Method,
+    NodeAgents,
+    PlanPolicy,
+    PlanStep,
+    get_method,
 )
+from edgewise.modelparallel.problem import EdgeNetwork, Job
+from edgewise.modelparallel.rounds import KAPPA, Conditions, RoundResult, outcome, random_round
 from edgewise.modelparallel.schedule import Decision, Round
+from edgewise.modelparallel.training import play_round, pretrain
 
-__all__ = ["GAMMA", "KAPPA", "RHO", "RoundResult", "count_collisions", "outcome", "play_round",
-           "pretrain", "random_round", "rewards"]
+__all__ = ["MAX_ATTEMPTS", "JobRecord", "SimOutcome", "SroleProblem", "play_round",
+           "pretrain", "simulate"]
 
-Layer = tuple[int, int]
-
-RHO, GAMMA, KAPPA = 1.0, 50.0, 100.0  # §V-A (κ = −100 is the penalty; we keep its size)
+MAX_ATTEMPTS = 10  # placements of a job before it is given up (assumption)
+Seed = int | Sequence[int]
+Online = OnlinePolicy[Round, Decision]
 
 
 @dataclass(frozen=True, slots=True)
-class RoundResult:
-    """What one round did: proposed and executed placements, per job its JCT (s) and
-    whether memory was violated, the collisions and unsafe nodes of the proposal, the
-    collisions left in the executed joint action, the nodes still overloaded after it, the
-    shield's corrections, the decision and shield work
-    (ops, deterministic) and wall seconds, and per node utilisation and task count."""
+class SroleProblem:
+    """SROLE's problem on one network (§V-A): ``rounds`` scheduling rounds, each with
+    3 jobs of ``model`` at random nodes of every cluster (one task per model level, or
+    ``n_partitions`` groups of levels) over the PageRank background of ``workload_pct``,
+    under ``conditions`` (α, overload model, background intensity, demand drift); agents
+    rewarded −``kappa`` per layer a shield moves. Learning methods are first pre-trained
+    for ``pretrain_rounds`` rounds on fresh random networks of §V-A's "RL Training" ranges,
+    on ``pretrain_models``, under the same conditions. ``jobs``: the jobs of every round,
+    given (then ``rounds`` and ``model`` are not used), instead of drawn."""
 
-    proposed: tuple[Placement, ...]
-    executed: tuple[Placement, ...]
-    jct_s: tuple[float, ...]
-    memory_violated: tuple[bool, ...]
-    collisions: int
-    unsafe: int
-    collisions_after: int
-    overloaded_after: int
-    corrected: int
-    decision_ops: int
-    shield_ops: int
-    decision_s: float
-    shield_s: float
-    utilisation: NDArray[np.float64]
-    tasks: tuple[int, ...]
+    network: EdgeNetwork
+    model: str = "vgg-16"
+    workload_pct: float = 100.0
+    rounds: int = 60
+    n_partitions: int | None = None
+    kappa: float = KAPPA
+    conditions: Conditions = field(default_factory=Conditions)
+    pretrain_rounds: int = 1500
+    pretrain_models: tuple[str, ...] = field(default_factory=lambda: tuple(srole_models()))
+    jobs: tuple[tuple[Job, ...], ...] | None = None
 
-
-def random_round(network: EdgeNetwork, model: str, workload_pct: float,
-                 rng: np.random.Generator, n_partitions: int | None = None) -> Round:
-    """A round of §V-A: 3 jobs of ``model`` per cluster at random origins (one partition per
-    model level, or ``n_partitions`` groups of levels), and the PageRank background of
-    ``workload_pct`` on random nodes."""
-    return Round(network, cluster_jobs(network, model, rng, n_partitions=n_partitions),
-                 background_tasks(network, workload_pct, rng))
-
-
-def count_collisions(rnd: Round, placements: Sequence[Placement]) -> tuple[int, int]:
-    """(collisions, unsafe): overloaded nodes hosting layers of ≥ 2 jobs (action collisions,
-    §I), and overloaded nodes hosting any layer (unsafe actions)."""
-    u = utilisation(rnd.network, rnd.base_load() + load_of(rnd.network, rnd.jobs, placements))
-    over = overloaded(u, rnd.alpha)
-    jobs_on: dict[int, set[int]] = {}
-    for j, p in enumerate(placements):
-        for h in p.nodes:
-            jobs_on.setdefault(h, set()).add(j)
-    unsafe = [h for h in jobs_on if over[h]]
-    return sum(len(jobs_on[h]) >= 2 for h in unsafe), len(unsafe)
+    def draw_rounds(self, rng: np.random.Generator) -> list[Round]:
+        """The rounds of the problem, their jobs (if not given), background and drift drawn
+        from ``rng``."""
+        env = self.conditions
+        if self.jobs is None:
+            return [random_round(self.network, self.model, self.workload_pct, rng,
+                                 self.n_partitions, env) for _ in range(self.rounds)]
+        return [env.round_of(self.network, jobs, background_tasks(
+            self.network, self.workload_pct, rng, env.intensity), rng) for jobs in self.jobs]
 
 
-def outcome(rnd: Round, dec: Decision, shield: Shield | None) -> tuple[RoundResult, set[Layer]]:
-    """Shield the joint action (§IV-C/D) if there is a shield, run every job at the joint
-    load and measure; also returns the layers the shield moved."""
-    net, base = rnd.network, rnd.base_load()
-    collisions, unsafe = count_collisions(rnd, dec.placements)
-    executed, s_ops, s_secs = dec.placements, 0, 0.0
-    changed: tuple[Layer, ...] = ()
-    if shield is not None:
-        sh = shield(net, rnd.jobs, dec.placements, base, rnd.alpha)
-        executed, changed, s_ops, s_secs = sh.placements, sh.changed, sh.ops, sh.seconds
-    load = base + load_of(net, rnd.jobs, executed)
-    u = utilisation(net, load)
-    tasks = np.zeros(net.n, dtype=int)
-    for t in rnd.background:
-        tasks[t.node] += 1
-    for p in executed:
-        np.add.at(tasks, list(p.nodes), 1)
-    res = RoundResult(
-        dec.placements, executed,
-        tuple(job_completion_time_s(j, p, net, load, rnd.alpha)
-              for j, p in zip(rnd.jobs, executed, strict=True)),
-        tuple(bool(np.any(u[list(p.nodes), 1] > 1.0)) for p in executed),
-        collisions, unsafe, count_collisions(rnd, executed)[0],
-        int(np.sum(overloaded(u, rnd.alpha) & (tasks > 0))),
-        len(changed), dec.ops, s_ops, dec.seconds, s_secs, u, tuple(int(t) for t in tasks))
-    return res, set(changed)
+@dataclass(frozen=True, slots=True)
+class JobRecord:
+    """One job from its first placement to its run: the round it was initiated in, the
+    placements tried (1: it ran at once), why each earlier one failed, and its JCT counted
+    from its first placement: the rounds it waited, then its run. A job given up after
+    ``MAX_ATTEMPTS`` placements (``ran`` False) counts its waits and the time its last
+    placement would have taken had it been valid: a lower bound, so that giving up on a job
+    never shortens the JCT figure."""
+
+    name: str
+    first_round: int
+    attempts: int
+    failures: tuple[str, ...]
+    jct_s: float
+    ran: bool = True
 
 
-def rewards(res: RoundResult, rnd: Round, changed: set[Layer],
-            kappa: float = KAPPA) -> list[list[float]]:
-    """§IV-C: −κ for each decision the shield replaced; at a job's last decision −γ if its
-    memory is violated, else ρ/√O with O its JCT."""
-    out = []
+@dataclass(frozen=True, slots=True)
+class SimOutcome:
+    """Every round's result and every job's record, in order, and the wall-clock
+    ``timings``: the mean seconds per round of the busiest decider (``decision_seconds``)
+    and of the slowest shield (``shield_seconds``)."""
+
+    rounds: tuple[RoundResult, ...]
+    jobs: tuple[JobRecord, ...]
+    timings: Mapping[str, float]
+
+    def jct_s(self) -> list[float]:
+        """The JCT of every job, in the order they completed (or were given up)."""
+        return [j.jct_s for j in self.jobs]
+
+    def round_jct_s(self) -> list[float]:
+        """Per initiating round, the mean JCT of its jobs."""
+        by_round: dict[int, list[float]] = {}
+        for j in self.jobs:
+            by_round.setdefault(j.first_round, []).append(j.jct_s)
+        return [float(np.mean(v)) for _, v in sorted(by_round.items())]
+
+    def failures(self, reason: str) -> int:
+        """How many runs failed (or were deferred) for ``reason``."""
+        return sum(f == reason for r in self.rounds for f in r.failed)
+
+    def dropped(self) -> int:
+        """Jobs that never ran within ``MAX_ATTEMPTS`` placements."""
+        return sum(not j.ran for j in self.jobs)
+
+
+@dataclass(slots=True)
+class _Pending:
+    job: Job
+    first_round: int
+    waited_s: float = 0.0
+    failures: tuple[str, ...] = ()
+
+
+def _online(problem: SroleProblem, policy: str | Method | PlanPolicy | Online,
+            rng: np.random.Generator, agent: QAgent | None, seeds: list[int]) -> Online:
+    if isinstance(policy, str):
+        policy = get_method(policy)
+    if isinstance(policy, Method):
+        if not policy.learns:
+            return policy.policy([], rng, learning=False)
+        base = agent if agent is not None else pretrain(
+            policy, problem.pretrain_models, np.random.default_rng([*seeds, 100]),
+            problem.pretrain_rounds, kappa=problem.kappa, n_partitions=problem.n_partitions,
+            conditions=problem.conditions)
+        return policy.policy(NodeAgents(base, problem.network.n), rng, kappa=problem.kappa)
+    if isinstance(policy, OnlinePolicy):
+        return policy
+    return PlanStep(policy, rng)
+
+
+def _with_pending(rnd: Round, pending: list[_Pending], problem: SroleProblem,
+                  rng: np.random.Generator) -> Round:
+    """``rnd`` with the jobs waiting from earlier rounds added after its own."""
+    if not pending:
+        return rnd
+    extra = tuple(p.job for p in pending)
+    run_extra = drifted(extra, (), rng, problem.conditions.drift)[0]
+    own_run, bg_run = rnd.actual()
+    return Round(rnd.network, rnd.jobs + extra, rnd.background, rnd.alpha, rnd.overload,
+                 own_run + run_extra, bg_run)
+
+
+def _cluster_ends(rnd: Round, res: RoundResult) -> dict[int, float]:
+    """When each cluster's round ends: its longest run, or, if none of its jobs ran, the
+    longest its joint action would have taken (the cluster was busy trying it)."""
+    ran: dict[int, float] = {}
+    tried: dict[int, float] = {}
     for j, job in enumerate(rnd.jobs):
-        r = [-kappa if (j, i) in changed else 0.0 for i in range(len(job.partitions))]
-        r[-1] += -GAMMA if res.memory_violated[j] else RHO / math.sqrt(res.jct_s[j])
-        out.append(r)
-    return out
+        c = rnd.network.cluster(job.origin)
+        if res.failed[j] is None:
+            ran[c] = max(ran.get(c, 0.0), res.jct_s[j])
+        tried[c] = max(tried.get(c, 0.0), res.would_be_s[j])
+    return {c: ran.get(c, tried[c]) for c in tried}
 
 
-def play_round(method: Method, rnd: Round, agents: Sequence[QAgent], rng: np.random.Generator,
-               *, explore: bool = True, learn: bool = True,
-               kappa: float = KAPPA) -> RoundResult:
-    """Decide (§IV-B), shield (§IV-C/D), run every job at the joint load, reward and learn."""
-    dec = method.decide(rnd, agents, rng, explore)
-    res, changed = outcome(rnd, dec, method.shield)
-    if learn:
-        for j, r in enumerate(rewards(res, rnd, changed, kappa)):
-            agents[dec.deciders[j]].learn(dec.steps[j], r)
-    return res
+def _settle(rnd: Round, res: RoundResult, tags: list[_Pending],
+            records: list[JobRecord]) -> list[_Pending]:
+    """Record the jobs that ran; return those to place again (given up after
+    ``MAX_ATTEMPTS``)."""
+    ends, again = _cluster_ends(rnd, res), []
+    for j, job in enumerate(rnd.jobs):
+        tag, reason = tags[j], res.failed[j]
+        if reason is None:
+            records.append(JobRecord(job.name, tag.first_round, len(tag.failures) + 1,
+                                     tag.failures, tag.waited_s + res.jct_s[j]))
+            continue
+        if len(tag.failures) + 1 >= MAX_ATTEMPTS:
+            records.append(JobRecord(job.name, tag.first_round, len(tag.failures) + 1,
+                                     (*tag.failures, reason),
+                                     tag.waited_s + res.would_be_s[j], ran=False))
+            continue
+        tag = _Pending(job, tag.first_round, tag.waited_s + ends[rnd.network.cluster(
+            job.origin)], (*tag.failures, reason))
+        again.append(tag)
+    return again
 
 
-def pretrain(method: Method, models: Sequence[str], rng: np.random.Generator,
-             rounds: int = 300, workload_pct: float = 100.0,
-             kappa: float = KAPPA, n_partitions: int | None = None) -> QAgent:
-    """Offline pre-training (§IV-B: "The RL is initially pre-trained and distributed to each
-    edge node"): one shared Q-table learns from every agent's decisions, exploring, on a fresh
-    `pretraining_network` (§V-A's "RL Training" ranges, 2–10 nodes) each round; it is then
-    copied to every node. Jobs as in :func:`random_round` (``n_partitions``)."""
-    shared = QAgent()
-    for k in range(rounds):
-        net = pretraining_network(rng)
-        rnd = random_round(net, models[k % len(models)], workload_pct, rng, n_partitions)
-        play_round(method, rnd, [shared] * net.n, rng, kappa=kappa)
-    return shared
+def simulate(problem: SroleProblem, policy: str | Method | PlanPolicy | Online, *,
+             seed: Seed = 0, agent: QAgent | None = None) -> SimOutcome:
+    """Play ``problem.rounds`` rounds (drawn from ``[*seed, 1]``), then as many more as the
+    jobs still waiting need, with ``policy``: a method by name or as a :class:`Method`
+    (its agents pre-trained from ``[*seed, 100]``, or copies of ``agent``, then greedy
+    with online learning, §IV-B), a pure policy ``(round, rng) -> plan`` (e.g.
+    ``policies.trained``) or an online policy. Actions draw from ``[*seed, 2]``. Same
+    seed, same results (``timings`` aside)."""
+    seeds = [seed] if isinstance(seed, int) else list(seed)
+    gen, env = np.random.default_rng([*seeds, 1]), problem.conditions
+    rnds = problem.draw_rounds(gen)
+    online = _online(problem, policy, np.random.default_rng([*seeds, 2]), agent, seeds)
+    late = np.random.default_rng([*seeds, 3])
+    results: list[RoundResult] = []
+    records: list[JobRecord] = []
+    pending: list[_Pending] = []
+    decide_s = shield_s = 0.0
+    t = 0
+    while t < len(rnds) or pending:
+        rnd = rnds[t] if t < len(rnds) else env.round_of(
+            problem.network, (), background_tasks(problem.network, problem.workload_pct, gen,
+                                                  env.intensity), gen)
+        tags = [_Pending(j, t) for j in rnd.jobs] + pending
+        rnd = _with_pending(rnd, pending, problem, late)
+        dec = online.step(rnd)
+        result = outcome(rnd, dec)
+        online.learn(result)
+        results.append(result)
+        pending = _settle(rnd, result, tags, records)
+        decide_s, shield_s, t = decide_s + dec.seconds, shield_s + dec.shield_seconds, t + 1
+    n = max(1, len(results))
+    return SimOutcome(tuple(results), tuple(records), {"decision_seconds": decide_s / n,
+                                                       "shield_seconds": shield_s / n})

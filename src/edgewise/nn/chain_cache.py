@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from edgewise.errors import EdgewiseError
-from edgewise.pipeline.problem import ModelChain
+from edgewise.nn.chain import ModelChain
 
 __all__ = ["cache_dir", "cache_key", "cached_chain"]
 

@@ -13,7 +13,7 @@ from torch import nn
 
 from edgewise.errors import ConfigError
 from edgewise.nn.streams import N_CLASSES, Drift, apply_drift, stream_pools
-from edgewise.runtime.transport import decode_state_dict, encode_state_dict
+from edgewise.wire.state import decode_state_dict, encode_state_dict
 
 __all__ = [
     "EDGE_LAYERS", "EdgeCNN", "GoldenCNN", "accuracy", "golden_label", "golden_model",

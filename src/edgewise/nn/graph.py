@@ -20,8 +20,8 @@ from torch import fx, nn
 from torch.fx.passes.shape_prop import ShapeProp, TensorMetadata
 
 from edgewise.errors import ConfigError
+from edgewise.nn.chain import ModelChain
 from edgewise.nn.cuts import candidate_points, dag_ends, explain_no_candidates, topological_depth
-from edgewise.pipeline.problem import ModelChain
 
 __all__ = ["candidate_points", "explain_no_candidates", "layer_dag", "to_chain",
            "topological_depth"]

@@ -15,8 +15,8 @@ import torch
 from torch import nn
 
 from edgewise.errors import ConfigError
+from edgewise.nn.chain import ModelChain
 from edgewise.nn.graph import candidate_points, layer_dag, to_chain
-from edgewise.pipeline.problem import ModelChain
 
 __all__ = ["VGG16", "NasNetToy", "build", "chain", "zoo_names"]
 

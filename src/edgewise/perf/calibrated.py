@@ -60,6 +60,7 @@ class CalibratedDevice(PerfModel):
     train_memory_mb, sample_memory_mb : the trainer's fixed and per-sample memory (Fig. 9(d)).
     cpu_load, gpu_load : (k0, k1) of the training's own load (Eq. 7, Fig. 5).
     sift_base_ms : SIFT execution time at idle (§V-A).
+    sift_cpu_weight, sift_gpu_weight : SIFT's slow-down per squared unit of CPU / GPU load.
     """
 
     device_type: str
@@ -75,6 +76,8 @@ class CalibratedDevice(PerfModel):
     cpu_load: tuple[float, float]
     gpu_load: tuple[float, float]
     sift_base_ms: float
+    sift_cpu_weight: float = K.SIFT_CPU_WEIGHT
+    sift_gpu_weight: float = K.SIFT_GPU_WEIGHT
 
     @property
     def has_gpu(self) -> bool:
@@ -115,7 +118,7 @@ class CalibratedDevice(PerfModel):
     def new_state(self, state: Array, batch: Array) -> Array:
         """EstState (Eq. 7): the (n, 3) state while training, 95th percentile. CPU and GPU
         take a share of the headroom that grows with the batch; memory grows linearly with
-        the batch (Fig. 9(d)) and may exceed MEM_LIMIT_PCT, where the OS kills the trainer."""
+        the batch (Fig. 9(d)) and may exceed OOM_KILL_PCT, where the OS kills the trainer."""
         s, b = _state(state), _vec(batch)
         phi = b / (b + K.LOAD_HALF_BATCH)
         cpu = s[:, 0] + (100.0 - s[:, 0]) * (self.cpu_load[0] + self.cpu_load[1] * phi)
@@ -131,7 +134,7 @@ class CalibratedDevice(PerfModel):
                               field="app_kind")
         s = _state(new_state)
         cpu, gpu = np.clip(s[:, 0], 0.0, None) / 100.0, np.clip(s[:, 1], 0.0, None) / 100.0
-        load = 1.0 + K.SIFT_CPU_WEIGHT * cpu**2 + K.SIFT_GPU_WEIGHT * gpu**2
+        load = 1.0 + self.sift_cpu_weight * cpu**2 + self.sift_gpu_weight * gpu**2
         h = np.maximum(s[:, 2] - K.SIFT_SWAP_PCT, 0.0) / (100.0 - K.SIFT_SWAP_PCT)
         return self.sift_base_ms * load * (1.0 + K.SIFT_SWAP_WEIGHT * h**2)
 
@@ -146,7 +149,7 @@ class CalibratedDevice(PerfModel):
         return b * self.compute_time(state, b) + self.update_time(state, b, mean, ps, n)
 
     def max_batch_size(self, state: Array, b_min: int = 8, b_max: int = 256,
-                       mem_limit_pct: float = K.MEM_LIMIT_PCT) -> NDArray[np.int64]:
+                       mem_limit_pct: float = K.OOM_KILL_PCT) -> NDArray[np.int64]:
         """GetMaxBatchSize (§IV-C2): the largest power of two in [b_min, b_max] whose memory
         while training stays within ``mem_limit_pct``; 0 where none fits."""
         s = _state(state)
@@ -214,7 +217,7 @@ def _draw_states(model: CalibratedDevice, n: int, rng: np.random.Generator) -> A
     levels = np.asarray(K.STRESS_LEVELS_PCT)
     idle_mem = float(model.idle_state()[0, 2])
     room = model.new_state(np.array([[0.0, 0.0, idle_mem]]), np.array([8.0]))[0, 2]
-    mem_levels = levels[idle_mem + levels + (room - idle_mem) <= K.MEM_LIMIT_PCT]
+    mem_levels = levels[idle_mem + levels + (room - idle_mem) <= K.OOM_KILL_PCT]
     if mem_levels.size == 0:
         raise InfeasibleError(f"{model.device_type}: a batch of 8 does not fit in memory")
     cpu = rng.choice(levels, n)
@@ -241,7 +244,26 @@ def _noisy(values: Array, column: str, rng: np.random.Generator) -> Array:
     return values * np.exp(K.NOISE_SIGMA[column] * rng.standard_normal(len(values)))
 
 
-def sample_profile(device_type: str, n_samples: int, rng: np.random.Generator) -> pd.DataFrame:
+def _measured(model: CalibratedDevice, state: Array, inputs: tuple[Array, Array, Array, Array],
+              rng: np.random.Generator) -> dict[str, Array]:
+    """The measured columns of profile rows: the model's values with measurement noise,
+    utilisations capped at 100%."""
+    batch, mean, ps_cpu, workers = inputs
+    new = model.new_state(state, batch)
+    measured = {
+        "compute_s_per_sample": model.compute_time(state, batch),
+        "update_s": model.update_time(state, batch, mean, ps_cpu, workers),
+        "new_cpu": new[:, 0], "new_gpu": new[:, 1], "new_mem": new[:, 2],
+        "app_exec_ms": model.exec_time("sift", new),
+    }
+    noisy = {k: _noisy(v, k, rng) for k, v in measured.items()}
+    for k in ("new_cpu", "new_gpu", "new_mem"):
+        noisy[k] = np.minimum(noisy[k], 100.0)
+    return noisy
+
+
+def sample_profile(device_type: str, n_samples: int, rng: np.random.Generator, *,
+                   model: CalibratedDevice | None = None) -> pd.DataFrame:
     """A noisy profile of ``n_samples`` rows in the schema's COLUMNS, as if measured on
     ``device_type`` over a stress grid with SIFT alongside (the profiler of §IV-B1).
 
@@ -255,6 +277,8 @@ def sample_profile(device_type: str, n_samples: int, rng: np.random.Generator) -
     device_type : a catalog name.
     n_samples : rows to draw (0 gives an empty frame with the columns).
     rng : the only source of randomness; the same generator state gives the same frame.
+    model : the ground truth to sample (default ``calibrated(device_type)``), e.g. a copy
+        with other constants for a sensitivity study; it must be of ``device_type``.
 
     Returns
     -------
@@ -264,29 +288,22 @@ def sample_profile(device_type: str, n_samples: int, rng: np.random.Generator) -
     Raises
     ------
     ConfigError
-        ``n_samples`` is negative.
+        ``n_samples`` is negative, or ``model`` is of another device type.
     InfeasibleError
         Not even a batch of 8 fits in the device's memory.
     """
     if n_samples < 0:
         raise ConfigError(f"must be >= 0, got {n_samples}", field="n_samples")
-    model = calibrated(device_type)
+    model = model or calibrated(device_type)
+    if model.device_type != device_type:
+        raise ConfigError(f"a model of {model.device_type}, not {device_type}", field="model")
     state = _draw_states(model, n_samples, rng)
     batch, workers, mean = _draw_batches(model, state, rng)
     levels = np.asarray(K.STRESS_LEVELS_PCT)
     ps_cpu = rng.choice(levels, n_samples)
     ps_idle = calibrated("raspberry-pi-4-4gb").idle_state()[0, 2]
     ps_mem = ps_idle + rng.choice(levels[levels <= 80.0], n_samples)
-    new = model.new_state(state, batch)
-    measured = {
-        "compute_s_per_sample": model.compute_time(state, batch),
-        "update_s": model.update_time(state, batch, mean, ps_cpu, workers),
-        "new_cpu": new[:, 0], "new_gpu": new[:, 1], "new_mem": new[:, 2],
-        "app_exec_ms": model.exec_time("sift", new),
-    }
-    noisy = {k: _noisy(v, k, rng) for k, v in measured.items()}
-    for k in ("new_cpu", "new_gpu", "new_mem"):
-        noisy[k] = np.minimum(noisy[k], 100.0)
+    noisy = _measured(model, state, (batch, mean, ps_cpu, workers), rng)
     frame = pd.DataFrame({
         "device_type": model.device_type, "host": "calibrated",
         "cpu": state[:, 0], "gpu": state[:, 1], "mem": state[:, 2],

@@ -8,8 +8,8 @@ from typing import Final
 __all__ = [
     "BACKWARD_SHARE", "CPU_SHARE_THETA", "CPU_SLOWDOWN_CPU_DEVICE", "CPU_SLOWDOWN_GPU_DEVICE",
     "GPU_LOAD_REFERENCE_PCT", "GPU_LOAD_STEP_INCREASE", "GPU_SLOWDOWN", "LINK_EFFICIENCY",
-    "LINK_LATENCY_MS", "LINK_MBPS", "LOAD_HALF_BATCH", "MAX_PS_UTILISATION", "MEM_LIMIT_PCT",
-    "MESSAGE_OVERHEAD_MS", "NANO_STEP_S", "NOISE_SIGMA", "OS_MEMORY_MB", "PARAM_MB",
+    "LINK_LATENCY_MS", "LINK_MBPS", "LOAD_HALF_BATCH", "MAX_PS_UTILISATION",
+    "MESSAGE_OVERHEAD_MS", "NANO_STEP_S", "NOISE_SIGMA", "OOM_KILL_PCT", "OS_MEMORY_MB", "PARAM_MB",
     "PS_UPDATE_MS", "REFERENCE_BATCH", "REFERENCE_WORKERS", "SAMPLE_MEMORY_MB", "SIFT_ANCHOR",
     "SIFT_BASE_MS", "SIFT_CPU_WEIGHT", "SIFT_GPU_WEIGHT", "SIFT_PERIOD_MS",
     "SIFT_SPEED_EXPONENT", "SIFT_SWAP_PCT", "SIFT_SWAP_WEIGHT", "STRESS_LEVELS_PCT",
@@ -27,10 +27,14 @@ REFERENCE_WORKERS: Final = 4  # §V-A testbed: one TX2 and three Nanos train, a 
 BACKWARD_SHARE: Final = 0.25  # backward_i's share of a step's compute at REFERENCE_BATCH
 
 # --- Interference on compute: Fig. 4 (§II-A), Fig. 9(a)(b) -----------------------------
+# Deep-Edge headline defaults (docs/deep-edge.md, "Where the headline holds"): k_g and k_c.
 GPU_LOAD_REFERENCE_PCT: Final = 77.0  # midpoint of Fig. 4's initial GPU loads, 66% and 88%
 GPU_LOAD_STEP_INCREASE: Final = 0.20  # Fig. 4: "increases the average step time by almost 20%"
+# k_g, source: paper Fig. 4 (+20% step time at 66-88% initial GPU load, linear through 77%)
 GPU_SLOWDOWN: Final = GPU_LOAD_STEP_INCREASE / (GPU_LOAD_REFERENCE_PCT / 100.0)  # per unit load
-CPU_SLOWDOWN_GPU_DEVICE: Final = 0.10  # +10% compute at a full CPU stressor (input pipeline)
+# k_c of a Jetson, source: ours (estimate); Fig. 9(b) gives the direction only: +10% compute
+# at a full CPU stressor (the CPU feeds the input pipeline and launches kernels)
+CPU_SLOWDOWN_GPU_DEVICE: Final = 0.10
 CPU_SLOWDOWN_CPU_DEVICE: Final = 1.0  # x2 at a full CPU stressor: CFS gives training half
 
 # --- Update time: Eq. 6, Fig. 9(e)(f), §III-A3 contention --------------------------------
@@ -44,7 +48,7 @@ CPU_SHARE_THETA: Final = 0.5  # stretch 1 / (1 - θ u): fair share against a ful
 MAX_PS_UTILISATION: Final = 0.9  # cap on the PS queue's utilisation ρ (keeps waits finite)
 
 # --- Memory: Fig. 9(d), GetMaxBatchSize (§IV-C2), "insufficient memory kills" (§V-B) -----
-MEM_LIMIT_PCT: Final = 95.0  # above this the OS kills the trainer (edgewise.update's limit)
+OOM_KILL_PCT: Final = 95.0  # above this the OS kills the trainer (the planner stops at 85%)
 OS_MEMORY_MB: Final = {"gpu": 1024.0, "cpu": 384.0}  # idle OS: L4T + CUDA / headless Pi OS
 TRAIN_MEMORY_MB: Final = {"gpu": 600.0, "cpu": 350.0}  # runtime (+ CUDA context) + model
 SAMPLE_MEMORY_MB: Final = 30.0  # per sample in a batch: idle Nano fits 64, idle TX2 128
@@ -58,7 +62,12 @@ TRAIN_LOAD: Final = {
 }
 
 # --- SIFT on a 640x320 frame every 200 ms (§V-A): EstExecTime, Eq. 8 ---------------------
-SIFT_PERIOD_MS: Final = 200.0  # period = deadline
+# Deep-Edge headline defaults (docs/deep-edge.md, "Where the headline holds"): SIFT's base
+# time and load weights. Source of all of them: ours (estimates); the paper states only the
+# period. Bases: SIFT + serialise + UDP send of a 640x320 frame, TX2 : Nano ~ their CPU
+# clocks (2.0 vs 1.43 GHz). Weights: SIFT meets its deadline beside training on an idle
+# Jetson and misses it under heavy training + stress (§V-A's setting needs both).
+SIFT_PERIOD_MS: Final = 200.0  # §V-A: a frame every 200 ms; period = deadline
 SIFT_BASE_MS: Final = {"jetson-nano": 95.0, "jetson-tx2": 70.0, "raspberry-pi-4-4gb": 150.0}
 SIFT_ANCHOR: Final = {"gpu": "jetson-nano", "cpu": "raspberry-pi-4-4gb"}  # for other types
 SIFT_SPEED_EXPONENT: Final = math.log(95.0 / 70.0) / math.log(1.423)  # through Nano and TX2

@@ -1,11 +1,10 @@
-"""Regressor files of the learned performance models: native formats, SHA-256 checked, and
-the JSON manifest that lists them.
+"""Saving and loading learned performance models: native regressor files, SHA-256 checked,
+and the JSON manifest that lists them.
 
 No file is ever unpickled. LightGBM boosters are saved in LightGBM's text format, XGBoost
 boosters in XGBoost's UBJSON format, scikit-learn random forests and extra-trees as plain
-JSON arrays of their trees (evaluated here with NumPy exactly as scikit-learn does), and a
-constant predictor as a number in the manifest. Every model file's SHA-256 is recorded in the
-manifest and verified before the file is parsed.
+JSON arrays of their trees, and a constant predictor as a number in the manifest. Every model
+file's SHA-256 is recorded in the manifest and verified before the file is parsed.
 """
 
 from __future__ import annotations
@@ -13,187 +12,36 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import Literal
 
 import lightgbm as lgb
-import numpy as np
-import pandas as pd
 import xgboost as xgb
-from numpy.typing import NDArray
 from pydantic import BaseModel, ConfigDict, ValidationError
-from typing_extensions import TypedDict
 
 from edgewise.errors import ConfigError
-
-if TYPE_CHECKING:
-    from edgewise.perf.models import LearnedDevice
+from edgewise.perf.learned import FUNCTIONS, LearnedDevice, MapeRow, schema_features
+from edgewise.perf.regressors import (
+    ConstantRegressor,
+    ForestRegressor,
+    LightGBMRegressor,
+    Regressor,
+    XGBoostRegressor,
+    forest_from_json,
+    forest_to_json,
+)
 
 __all__ = [
-    "MANIFEST_NAME", "ConstantRegressor", "ForestRegressor", "FunctionEntry",
-    "LightGBMRegressor", "Manifest", "MapeRow", "Regressor", "XGBoostRegressor",
-    "from_estimator", "mape_markdown", "mape_table", "read_manifest", "read_regressor",
-    "write_manifest", "write_regressor",
-]
+    "MANIFEST_NAME", "FunctionEntry", "Manifest", "load", "read_manifest", "read_regressor",
+    "save", "write_manifest", "write_regressor",
+]  # fmt: skip
 
-Array = NDArray[np.float64]
 MANIFEST_NAME = "manifest.json"
 _SUFFIX = {"lgbm": ".txt", "xgboost": ".ubj", "rf": ".json", "extra_tree": ".json"}
 _FORMAT = {"lgbm": "lightgbm-text", "xgboost": "xgboost-ubjson", "rf": "tree-ensemble-json",
            "extra_tree": "tree-ensemble-json", "constant": "constant"}
 
-
-class MapeRow(TypedDict):
-    """One row of the accuracy table (Deep-Edge Table I); MAPE in percent, ``None`` if no
-    held-out target is non-zero."""
-
-    device: str
-    function: str
-    estimator: str
-    train: int
-    test: int
-    mape_mean: float | None
-    mape_std: float | None
-    note: str
-
-
-class Regressor(Protocol):
-    """A fitted regressor that reads the columns ``features`` of a DataFrame."""
-
-    @property
-    def estimator(self) -> str:
-        """FLAML's estimator name ("lgbm", "xgboost", "rf", "extra_tree") or "constant"."""
-        ...
-
-    @property
-    def features(self) -> tuple[str, ...]:
-        """The columns it reads (FLAML drops constant columns, so possibly fewer)."""
-        ...
-
-    def predict(self, frame: pd.DataFrame) -> Array:
-        """Predict one value per row of ``frame``."""
-        ...
-
-
-@dataclass(frozen=True)
-class ConstantRegressor:
-    """Predicts ``value`` everywhere; stored for a target that was constant in training."""
-
-    value: float
-    estimator: str = "constant"
-    features: tuple[str, ...] = ()
-
-    def predict(self, frame: pd.DataFrame) -> Array:
-        """Return ``value`` for every row of ``frame``."""
-        return np.full(len(frame), self.value, dtype=np.float64)
-
-
-@dataclass(frozen=True, eq=False)
-class LightGBMRegressor:
-    """A LightGBM booster, saved in LightGBM's own text format."""
-
-    booster: lgb.Booster
-    features: tuple[str, ...]
-    estimator: str = "lgbm"
-
-    def predict(self, frame: pd.DataFrame) -> Array:
-        """Predict with the booster on the columns ``features`` of ``frame``."""
-        x = frame.loc[:, list(self.features)].to_numpy(np.float64)
-        return np.asarray(self.booster.predict(x), dtype=np.float64)
-
-
-@dataclass(frozen=True, eq=False)
-class XGBoostRegressor:
-    """An XGBoost booster, saved in XGBoost's own UBJSON format."""
-
-    booster: xgb.Booster
-    features: tuple[str, ...]
-    estimator: str = "xgboost"
-
-    def predict(self, frame: pd.DataFrame) -> Array:
-        """Predict with the booster on the columns ``features`` of ``frame``."""
-        x = frame.loc[:, list(self.features)].to_numpy(np.float64)
-        matrix = xgb.DMatrix(x, feature_names=list(self.features))
-        return np.asarray(self.booster.predict(matrix), dtype=np.float64)
-
-
-@dataclass(frozen=True, eq=False)
-class _Tree:
-    """One regression tree as scikit-learn stores it; a leaf has ``left == -1``."""
-
-    left: NDArray[np.intp]
-    right: NDArray[np.intp]
-    feature: NDArray[np.intp]
-    threshold: Array
-    value: Array
-
-    def predict(self, x: Array) -> Array:
-        """Route every row of ``x`` to its leaf; children always follow their parent."""
-        node = np.zeros(len(x), dtype=np.intp)
-        rows = np.arange(len(x))
-        for _ in range(len(self.left)):
-            leaf = self.left[node] == -1
-            if leaf.all():
-                break
-            column = np.where(leaf, 0, self.feature[node])
-            go_left = x[rows, column] <= self.threshold[node]
-            node = np.where(leaf, node, np.where(go_left, self.left[node], self.right[node]))
-        return self.value[node]
-
-
-@dataclass(frozen=True, eq=False)
-class ForestRegressor:
-    """A scikit-learn random forest or extra-trees ensemble, kept as arrays of its trees."""
-
-    trees: tuple[_Tree, ...]
-    features: tuple[str, ...]
-    estimator: str = "rf"
-
-    def predict(self, frame: pd.DataFrame) -> Array:
-        """Mean of the trees, with inputs rounded to float32 as scikit-learn does."""
-        x = frame.loc[:, list(self.features)].to_numpy(np.float32).astype(np.float64)
-        total = np.zeros(len(x), dtype=np.float64)
-        for tree in self.trees:  # same summation order as scikit-learn with n_jobs=1
-            total += tree.predict(x)
-        return total / len(self.trees)
-
-
-def from_estimator(name: str, model: Any) -> Regressor:
-    """Wrap the estimator FLAML chose (``automl.model.estimator``) in a saveable regressor.
-
-    Parameters
-    ----------
-    name : str
-        FLAML's estimator name: "lgbm", "xgboost", "rf" or "extra_tree".
-    model : Any
-        The fitted ``LGBMRegressor``, ``XGBRegressor`` or scikit-learn forest.
-
-    Returns
-    -------
-    Regressor
-        A regressor whose predictions equal the estimator's.
-
-    Raises
-    ------
-    ValueError
-        If ``name`` is not one of the four estimators.
-    """
-    if name == "lgbm":
-        booster = model.booster_
-        return LightGBMRegressor(booster, tuple(booster.feature_name()))
-    if name == "xgboost":
-        booster = model.get_booster()
-        return XGBoostRegressor(booster, tuple(booster.feature_names or ()))
-    if name in ("rf", "extra_tree"):
-        trees = tuple(_Tree(t.tree_.children_left.astype(np.intp),
-                            t.tree_.children_right.astype(np.intp),
-                            t.tree_.feature.astype(np.intp), t.tree_.threshold.astype(np.float64),
-                            t.tree_.value[:, 0, 0].astype(np.float64))
-                      for t in model.estimators_)
-        return ForestRegressor(trees, tuple(str(f) for f in model.feature_names_in_), name)
-    raise ValueError(f"no saveable form for estimator {name!r}")
 
 
 class FunctionEntry(BaseModel):
@@ -237,7 +85,7 @@ def write_regressor(directory: Path, key: str, regressor: Regressor,
     if isinstance(regressor, (LightGBMRegressor, XGBoostRegressor)):
         regressor.booster.save_model(str(path))
     elif isinstance(regressor, ForestRegressor):
-        path.write_text(json.dumps(_forest_to_json(regressor)), encoding="utf-8")
+        path.write_text(json.dumps(forest_to_json(regressor)), encoding="utf-8")
     else:
         raise TypeError(f"cannot save a {type(regressor).__name__}")
     return FunctionEntry(features=features, used_features=regressor.features, estimator=name,
@@ -319,39 +167,62 @@ def read_manifest(directory: Path, device_type: str,
     return manifest
 
 
-def mape_table(models: Mapping[str, LearnedDevice]) -> list[MapeRow]:
-    """Table I over several devices: one row per learned function, labelled by the key.
+
+def save(model: LearnedDevice, directory: Path | str) -> Path:
+    """Save ``model`` as ``directory/manifest.json`` plus one native file per regressor.
 
     Parameters
     ----------
-    models : Mapping[str, LearnedDevice]
-        Fitted or loaded models by label (e.g. "Nano", "TX2").
+    model : LearnedDevice
+        Fitted models of one device type.
+    directory : Path or str
+        Created if absent; files of the same names are overwritten.
 
     Returns
     -------
-    list[MapeRow]
-        Rows in the order of ``models`` and of each device's functions.
+    Path
+        The manifest, written last.
     """
-    return [{**row, "device": label} for label, model in models.items() for row in model.mape]
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    entries = {key: write_regressor(directory, key, reg, model.features[key])
+               for key, reg in model.regressors.items()}
+    return write_manifest(directory, Manifest(
+        device_type=model.device_type, trained_at=model.trained_at,
+        versions=dict(model.versions), functions=entries, mape=list(model.mape)))
 
 
-def mape_markdown(rows: Sequence[MapeRow]) -> str:
-    """Render MAPE rows as a Markdown table like Deep-Edge's Table I.
+def load(directory: Path | str, device_type: str) -> LearnedDevice:
+    """Load models saved by :func:`save`, only for the device type they were fitted for.
 
-    Examples
-    --------
-    >>> row = {"device": "Nano", "function": "EstComputeTime", "estimator": "lgbm",
-    ...        "train": 1386, "test": 264, "mape_mean": 1.668, "mape_std": 2.074, "note": ""}
-    >>> print(mape_markdown([row]).splitlines()[2])
-    | Nano | EstComputeTime | 1386/264 | lgbm | 1.668 ± 2.074 |  |
+    Parameters
+    ----------
+    directory : Path or str
+        A directory written by :func:`save`.
+    device_type : str
+        The device type the models will be applied to.
+
+    Returns
+    -------
+    LearnedDevice
+        Predicting exactly what the saved models predicted.
+
+    Raises
+    ------
+    ConfigError
+        Another device type, another feature schema, a missing function, or a model file
+        whose SHA-256 differs from the manifest's; the error names the file and the field.
     """
-    lines = ["| Device | Function | Data-points (train/test) | Estimator | MAPE (%) | Note |",
-             "|---|---|---|---|---|---|"]
-    for r in rows:
-        mape = "—" if r["mape_mean"] is None else f"{r['mape_mean']:.3f} ± {r['mape_std']:.3f}"
-        lines.append(f"| {r['device']} | {r['function']} | {r['train']}/{r['test']} | "
-                     f"{r['estimator']} | {mape} | {r['note']} |")
-    return "\n".join(lines) + "\n"
+    directory = Path(directory)
+    manifest = read_manifest(directory, device_type, schema_features)
+    missing = [key for key in FUNCTIONS if key not in manifest.functions]
+    if missing:
+        raise ConfigError(f"manifest lacks {missing}", source=str(directory), field="functions")
+    regressors = {key: read_regressor(directory, key, entry)
+                  for key, entry in manifest.functions.items()}
+    return LearnedDevice(manifest.device_type, regressors,
+                         {key: entry.features for key, entry in manifest.functions.items()},
+                         tuple(manifest.mape), manifest.trained_at, manifest.versions)
 
 
 def _checked_path(directory: Path, key: str, entry: FunctionEntry) -> Path:
@@ -376,39 +247,9 @@ def _parse(path: Path, estimator: str) -> Regressor:
         xbooster.load_model(str(path))
         return XGBoostRegressor(xbooster, tuple(xbooster.feature_names or ()))
     if estimator in ("rf", "extra_tree"):
-        return _forest_from_json(json.loads(path.read_text(encoding="utf-8")), estimator)
+        return forest_from_json(json.loads(path.read_text(encoding="utf-8")), estimator)
     raise ValueError(f"unknown estimator {estimator!r}")
 
-
-def _forest_to_json(forest: ForestRegressor) -> dict[str, Any]:
-    return {"format": "tree-ensemble-json", "features": list(forest.features),
-            "trees": [{"left": t.left.tolist(), "right": t.right.tolist(),
-                       "feature": t.feature.tolist(), "threshold": t.threshold.tolist(),
-                       "value": t.value.tolist()} for t in forest.trees]}
-
-
-def _forest_from_json(data: dict[str, Any], estimator: str) -> ForestRegressor:
-    features = tuple(str(f) for f in data["features"])
-    trees = tuple(_tree_from_json(t, len(features)) for t in data["trees"])
-    if not trees:
-        raise ValueError("a forest without trees")
-    return ForestRegressor(trees, features, estimator)
-
-
-def _tree_from_json(data: dict[str, Any], n_features: int) -> _Tree:
-    tree = _Tree(np.asarray(data["left"], dtype=np.intp), np.asarray(data["right"], dtype=np.intp),
-                 np.asarray(data["feature"], dtype=np.intp),
-                 np.asarray(data["threshold"], dtype=np.float64),
-                 np.asarray(data["value"], dtype=np.float64))
-    n = len(tree.left)
-    split = tree.left != -1
-    index = np.arange(n)
-    if n == 0 or any(len(a) != n for a in (tree.right, tree.feature, tree.threshold, tree.value)) \
-            or np.any(split & ((tree.left <= index) | (tree.right <= index)
-                               | (tree.left >= n) | (tree.right >= n)
-                               | (tree.feature < 0) | (tree.feature >= n_features))):
-        raise ValueError("malformed tree")
-    return tree
 
 
 def _sha256(path: Path) -> str:

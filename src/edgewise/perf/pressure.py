@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from edgewise.perf.models import held_out
+from edgewise.perf.learned import held_out
 from edgewise.perf.schema import STATE_COLUMNS, PerfModel
 
 __all__ = ["pressure_mape"]

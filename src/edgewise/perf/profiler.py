@@ -21,11 +21,11 @@ from torch import nn
 from edgewise.errors import EdgewiseError
 from edgewise.nn.data import digits_split
 from edgewise.nn.models import DigitsCNN, make_optimizer
-from edgewise.perf.background import BackgroundApp, start_background_app
+from edgewise.perf.app_process import BackgroundApp, start_background_app
+from edgewise.perf.metrics import sample_metrics
 from edgewise.perf.schema import COLUMNS
 from edgewise.perf.stress import Stressor, StressPoint, stress_grid, stress_ng_path
-from edgewise.runtime import transport
-from edgewise.runtime.agent import sample_metrics
+from edgewise.wire.state import decode_state_dict, encode_state_dict
 
 __all__ = ["ProfileConfig", "ProfileResult", "Sample", "default_config", "profile",
            "quick_config", "sample_key"]
@@ -116,12 +116,12 @@ class _Trainer:
         t1 = time.perf_counter()
         params = dict(self.model.named_parameters())
         grads = {n: p.grad for n, p in params.items() if p.grad is not None}
-        pushed = transport.decode_state_dict(transport.encode_state_dict(grads))
+        pushed = decode_state_dict(encode_state_dict(grads))
         for name, grad in pushed.items():
             params[name].grad = grad
         self.opt.step()
-        pulled = transport.decode_state_dict(
-            transport.encode_state_dict(self.model.state_dict()))
+        pulled = decode_state_dict(
+            encode_state_dict(self.model.state_dict()))
         self.model.load_state_dict(pulled)
         return t1 - t0, time.perf_counter() - t1
 
@@ -158,6 +158,20 @@ def _sampled(period_s: float = 0.05) -> Iterator[list[State]]:
         thread.join()
 
 
+APP_WAIT_S = 30.0  # longest a sample trains on waiting for the app to finish a period
+
+
+def _keep_training(t0: float, step_s: float, steps: int, app: BackgroundApp | None) -> bool:
+    """Train on until ``step_s`` passed and 3 steps ran, and until the app has finished a
+    period released during the sample (its records arrive after each period ends; on a
+    loaded host a 0.3 s sample may see none), for at most APP_WAIT_S more."""
+    elapsed = time.monotonic() - t0
+    if elapsed < step_s or steps < 3:
+        return True
+    return app is not None and not app.exec_ms_between(t0, time.monotonic()) \
+        and elapsed < step_s + APP_WAIT_S
+
+
 def _measure(trainer: _Trainer, batch: int, step_s: float,
              app: BackgroundApp | None) -> dict[str, float]:
     """One sample's measured values (all but the identifying columns)."""
@@ -168,7 +182,7 @@ def _measure(trainer: _Trainer, batch: int, step_s: float,
     updates: list[float] = []
     t0 = time.monotonic()
     with _sampled() as states:
-        while time.monotonic() - t0 < step_s or len(computes) < 3:
+        while _keep_training(t0, step_s, len(computes), app):
             compute_s, update_s = trainer.step(batch)
             computes.append(compute_s)
             updates.append(update_s)

@@ -6,10 +6,8 @@ from __future__ import annotations
 import contextlib
 import math
 import socket
-import struct
 import threading
 import time
-from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final, Protocol
@@ -19,21 +17,19 @@ import numpy as np
 from numpy.typing import NDArray
 
 from edgewise.errors import EdgewiseError
+from edgewise.perf.sift_wire import (
+    Reassembler,
+    WireError,
+    decode_message,
+    encode_features,
+    encode_message,
+    split_message,
+)
 
-__all__ = [
-    "MAX_DATAGRAM", "AppStats", "Reassembler", "ReceiverStats", "SiftApp", "StitchReceiver",
-    "decode_features", "decode_message", "encode_features", "encode_message", "split_message",
-    "summarise", "synth_frame",
-]  # fmt: skip
+__all__ = ["AppStats", "ReceiverStats", "SiftApp", "StitchReceiver", "summarise", "synth_frame"]
 
 FRAME_H, FRAME_W = 320, 640
 JPEG_QUALITY: Final = 80  # about 56 KB for a synthetic 640x320 frame, like the paper's
-MAX_DATAGRAM: Final = 60_000
-_FEAT: Final = struct.Struct("<4sHHI")  # magic, version, descriptor length, keypoints
-_MSG: Final = struct.Struct("<4sHHIII")  # magic, version, flags, frame id, feature/jpeg bytes
-_DGRAM: Final = struct.Struct("<4sIHHI")  # magic, message id, seq, count, message bytes
-_CHUNK: Final = MAX_DATAGRAM - _DGRAM.size
-F32 = NDArray[np.float32]
 
 
 class StopFlag(Protocol):
@@ -42,10 +38,6 @@ class StopFlag(Protocol):
     def is_set(self) -> bool: ...
 
     def wait(self, timeout: float | None = None) -> bool: ...
-
-
-class WireError(EdgewiseError):
-    """A features blob, message or datagram is malformed."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,100 +94,14 @@ def synth_frame(seed: int, index: int = 0) -> NDArray[np.uint8]:
     return frame
 
 
-def encode_features(keypoints: F32, descriptors: F32) -> bytes:
-    """Keypoints (n, 4) float32 x, y, size, angle and descriptors (n, d) float32, behind an
-    8+4-byte header (magic ``EWSF``, version, d, n); little-endian, no pickle."""
-    n = keypoints.shape[0]
-    dim = descriptors.shape[1] if descriptors.ndim == 2 else 0
-    if keypoints.shape != (n, 4) or descriptors.shape[0] != n:
-        raise WireError(f"keypoints {keypoints.shape} and descriptors {descriptors.shape}")
-    return b"".join([_FEAT.pack(b"EWSF", 1, dim, n), keypoints.astype("<f4").tobytes(),
-                     descriptors.astype("<f4").tobytes()])
-
-
-def decode_features(blob: bytes | memoryview) -> tuple[F32, F32]:
-    """The (keypoints, descriptors) in a blob made by :func:`encode_features`."""
-    if len(blob) < _FEAT.size:
-        raise WireError("features blob shorter than its header")
-    magic, version, dim, n = _FEAT.unpack_from(blob)
-    if magic != b"EWSF" or version != 1 or len(blob) != _FEAT.size + 4 * n * (4 + dim):
-        raise WireError("bad features header or length")
-    body = np.frombuffer(blob, dtype="<f4", offset=_FEAT.size)
-    return body[: 4 * n].reshape(n, 4).copy(), body[4 * n :].reshape(n, dim).copy()
-
-
-def encode_message(frame_id: int, features: bytes, jpeg: bytes) -> bytes:
-    """One frame's message: header, features blob, JPEG bytes."""
-    return _MSG.pack(b"EWSM", 1, 0, frame_id, len(features), len(jpeg)) + features + jpeg
-
-
-def decode_message(message: bytes) -> tuple[int, F32, F32, bytes]:
-    """(frame id, keypoints, descriptors, JPEG bytes) of a message."""
-    if len(message) < _MSG.size:
-        raise WireError("message shorter than its header")
-    magic, version, flags, frame_id, n_feat, n_jpeg = _MSG.unpack_from(message)
-    if magic != b"EWSM" or version != 1 or flags or len(message) != _MSG.size + n_feat + n_jpeg:
-        raise WireError("bad message header or length")
-    view = memoryview(message)[_MSG.size :]
-    keypoints, descriptors = decode_features(view[:n_feat])
-    return frame_id, keypoints, descriptors, bytes(view[n_feat:])
-
-
-def split_message(message_id: int, message: bytes) -> list[bytes]:
-    """Datagrams of at most :data:`MAX_DATAGRAM` bytes, each with a sequence header."""
-    count = max(1, math.ceil(len(message) / _CHUNK))
-    if count > 0xFFFF:
-        raise WireError(f"message of {len(message)} bytes needs too many datagrams")
-    return [_DGRAM.pack(b"EWSD", message_id & 0xFFFFFFFF, seq, count, len(message))
-            + message[seq * _CHUNK : (seq + 1) * _CHUNK] for seq in range(count)]
-
-
-class Reassembler:
-    """Rebuilds messages from datagrams in any order, holding at most ``max_pending``
-    incomplete messages of at most ``max_message_bytes`` each (oldest evicted first)."""
-
-    def __init__(self, max_pending: int = 8, max_message_bytes: int = 4 << 20) -> None:
-        self.max_pending = max_pending
-        self.max_message_bytes = max_message_bytes
-        self.pending: OrderedDict[int, tuple[int, int, dict[int, bytes]]] = OrderedDict()
-        self.malformed = 0
-        self.incomplete_dropped = 0
-
-    def feed(self, datagram: bytes) -> bytes | None:
-        """The whole message when ``datagram`` completes one, else None; malformed datagrams
-        are counted and dropped."""
-        try:
-            magic, mid, seq, count, total = _DGRAM.unpack_from(datagram)
-        except struct.error:
-            magic = b""
-        chunk = datagram[_DGRAM.size :]
-        if (magic != b"EWSD" or seq >= count or total > self.max_message_bytes
-                or count != max(1, math.ceil(total / _CHUNK)) or len(chunk) > _CHUNK):
-            self.malformed += 1
-            return None
-        entry = self.pending.get(mid)
-        if entry is None:
-            while len(self.pending) >= self.max_pending:
-                self.pending.popitem(last=False)
-                self.incomplete_dropped += 1
-            entry = self.pending[mid] = (count, total, {})
-        if entry[:2] != (count, total):
-            self.malformed += 1
-            return None
-        entry[2][seq] = chunk
-        if len(entry[2]) < count:
-            return None
-        del self.pending[mid]
-        message = b"".join(entry[2][i] for i in range(count))
-        if len(message) != total:
-            self.malformed += 1
-            return None
-        return message
-
-
 class StitchReceiver:
     """The stitching server: a thread receiving datagrams on ``127.0.0.1:port`` (0 picks a
-    free port), reassembling and decoding every frame's message."""
+    free port), reassembling and decoding every frame's message.
+
+    A datagram sent on loopback reaches the socket asynchronously (the kernel's softirq may
+    run later on a loaded host), so "the sender has returned" does not mean "the receiver
+    has it": a caller that knows how many frames were sent waits for them
+    (:meth:`wait_for_frames`, or ``stop(expect_frames=n)``) instead of sleeping."""
 
     def __init__(self, port: int = 0, host: str = "127.0.0.1") -> None:
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
@@ -205,6 +111,7 @@ class StitchReceiver:
         self.port: int = self.sock.getsockname()[1]
         self.reassembler = Reassembler()
         self.datagrams = self.frames_complete = self.bad_messages = 0
+        self._arrived = threading.Condition()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="stitch-receiver", daemon=True)
 
@@ -226,14 +133,29 @@ class StitchReceiver:
                 continue
             try:
                 decode_message(message)
-                self.frames_complete += 1
             except WireError:
                 self.bad_messages += 1
+                continue
+            with self._arrived:
+                self.frames_complete += 1
+                self._arrived.notify_all()
 
-    def stop(self) -> ReceiverStats:
-        """Stop the thread once the socket is drained, close the socket; the counts."""
+    def wait_for_frames(self, frames: int, timeout_s: float) -> bool:
+        """Block until ``frames`` frames have been reassembled (True), or ``timeout_s``
+        passed (False: some were lost or are still in flight)."""
+        with self._arrived:
+            return self._arrived.wait_for(lambda: self.frames_complete >= frames, timeout_s)
+
+    def stop(self, expect_frames: int | None = None, timeout_s: float = 10.0) -> ReceiverStats:
+        """Stop the receiver: first wait (up to ``timeout_s``) for ``expect_frames`` frames
+        when the caller knows how many it sent, then let the thread drain the socket and
+        end, then close the socket; the counts."""
+        if expect_frames is not None:
+            self.wait_for_frames(expect_frames, timeout_s)
         self._stop.set()
-        self._thread.join(timeout=2.0)
+        self._thread.join(timeout_s)  # ends after the first 50 ms without a datagram
+        if self._thread.is_alive():
+            raise EdgewiseError(f"the stitching receiver did not stop within {timeout_s} s")
         self.sock.close()
         return self.stats()
 
@@ -247,10 +169,13 @@ class SiftApp:
     """SIFT on a 640x320 frame every ``period_ms``, its features and JPEG sent over UDP to
     ``127.0.0.1:port``. A period misses when its response time (finish − release) exceeds
     ``deadline_ms`` (default: the period). Frames are synthesised from ``seed`` (a pool of
-    ``n_frames`` cycled, standing in for a camera). OpenCV runs single-threaded."""
+    ``n_frames`` cycled, standing in for a camera). OpenCV runs single-threaded. ``clock``
+    and ``sleep`` (seconds) are the time source, injectable for tests without a stop flag."""
 
     def __init__(self, period_ms: float = 200.0, deadline_ms: float | None = None,
-                 port: int = 0, seed: int = 0, n_features: int = 500, n_frames: int = 8) -> None:
+                 port: int = 0, seed: int = 0, n_features: int = 500, n_frames: int = 8, *,
+                 clock: Callable[[], float] = time.monotonic,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
         if period_ms <= 0:
             raise EdgewiseError(f"period_ms must be positive, got {period_ms}")
         self.period_ms = period_ms
@@ -260,6 +185,7 @@ class SiftApp:
         self.sift = cv2.SIFT.create(nfeatures=n_features)
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4 << 20)
+        self.clock, self.sleep = clock, sleep
 
     def process(self, index: int) -> int:
         """One period's work on frame ``index``: SIFT, serialise, JPEG, send; bytes sent."""
@@ -285,19 +211,20 @@ class SiftApp:
         Event, is set); ``on_period(release, exec_ms, met)`` is called after each period."""
         period = self.period_ms / 1000.0
         n_periods = max(1, int(duration_s / period + 1e-9))
-        start, k, periods, misses, execs = time.monotonic(), 0, 0, 0, []
+        start, k, periods, misses, execs = self.clock(), 0, 0, 0, []
         while k < n_periods and not (stop is not None and stop.is_set()):
             release = start + k * period
-            wait = release - time.monotonic()
+            wait = release - self.clock()
             if wait > 0 and stop is not None and stop.wait(wait):
                 break
             if wait > 0 and stop is None:
-                time.sleep(wait)
-            t0 = time.monotonic()
+                self.sleep(wait)
+            t0 = self.clock()
             self.process(k)
-            t1 = time.monotonic()
+            t1 = self.clock()
             met = (t1 - release) * 1000.0 <= self.deadline_ms
             execs.append((t1 - t0) * 1000.0)
+            # an overrun swallows every period released while it ran: skipped, each a miss
             nxt = min(n_periods, max(k + 1, int((t1 - start) / period)))
             periods, misses = periods + nxt - k, misses + (not met) + (nxt - k - 1)
             if on_period is not None:

@@ -19,16 +19,11 @@ from torch import nn
 
 from edgewise.cluster.model import Role
 from edgewise.errors import ConfigError, RuntimeFault
-from edgewise.pipeline.stages import (
-    ActivationCodec,
-    DispatchEndpoint,
-    StageActor,
-    decode_activation,
-    encode_activation,
-    split_sequential,
-    stage_payload,
-)
+from edgewise.nn.split import split_sequential
 from edgewise.runtime.ray_cluster import RayRuntime
+from edgewise.runtime.stages import DispatchEndpoint, StageActor
+from edgewise.wire.activation import ActivationCodec, decode_activation, encode_activation
+from edgewise.wire.state import stage_payload
 
 __all__ = ["Dispatcher", "Result", "Splitter"]
 
@@ -85,7 +80,7 @@ class Dispatcher:
     devices : sequence of str
         The device of each partition, in pipeline order (distinct).
     cuts : sequence of int
-        Partition boundaries (see :func:`~edgewise.pipeline.stages.split_sequential`).
+        Partition boundaries (see :func:`~edgewise.nn.split.split_sequential`).
     dispatcher_device : str or None
         Where the dispatcher's endpoint runs; default the first manager device not in
         ``devices``, else the first such device.
@@ -109,7 +104,7 @@ class Dispatcher:
                  restart: Literal["same", "other"] = "same", health_s: float = 0.5,
                  ping_timeout_s: float = 5.0, request_timeout_s: float = 30.0,
                  splitter: Splitter = split_sequential, max_restarts: int = 10,
-                 startup_timeout_s: float = 120.0) -> None:
+                 startup_timeout_s: float = 300.0) -> None:
         if window < 1 or restart not in ("same", "other"):
             raise ConfigError("window must be >= 1 and restart 'same' or 'other'",
                               field="window")

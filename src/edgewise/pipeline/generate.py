@@ -7,7 +7,8 @@ import math
 import numpy as np
 
 from edgewise.cluster.topology import seifer_bandwidth_mbps, seifer_positions
-from edgewise.pipeline.problem import ModelChain, PipelineProblem
+from edgewise.nn.chain import ModelChain
+from edgewise.pipeline.problem import PipelineProblem
 
 __all__ = ["MB", "random_instance"]
 

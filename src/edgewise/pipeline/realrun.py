@@ -11,13 +11,14 @@ from torch import nn
 from edgewise.cluster.model import Cluster
 from edgewise.cluster.schema import cluster_from_dict
 from edgewise.nn.graph import candidate_points, layer_dag, to_chain
-from edgewise.pipeline.policies import get_policy
 from edgewise.pipeline.problem import PipelineProblem
-from edgewise.pipeline.run import run_pipeline
-from edgewise.pipeline.stages import ActivationCodec
+from edgewise.pipeline.run import execute
+from edgewise.pipeline.sim import simulate
 from edgewise.runtime.ray_cluster import start_local
+from edgewise.wire.activation import ActivationCodec
 
-__all__ = ["BENCH_CLUSTER", "bench_model", "bench_problem", "real_pipeline_figures"]
+__all__ = ["BENCH_CLUSTER", "bench_inputs", "bench_model", "bench_problem",
+           "real_pipeline_figures"]
 
 # Four Jetson Nanos on a wireless LAN like SEIFER's (5 Mbit/s, about its Eq. 18 mean of
 # 4.8) with a few faster pairs, and a Raspberry Pi 5 as the dispatcher.
@@ -62,27 +63,33 @@ def bench_problem(cluster: Cluster, model: nn.Sequential) -> PipelineProblem:
                            compression=1.0)
 
 
+def bench_inputs(requests: int, seed: int = 0) -> list[np.ndarray[Any, Any]]:
+    """``requests`` random 1×3×64×64 images for the bench model (seeded)."""
+    rng = np.random.default_rng(seed)
+    return [rng.standard_normal((1, 3, 64, 64)).astype(np.float32) for _ in range(requests)]
+
+
 def real_pipeline_figures(seed: int = 0, requests: int = 60) -> dict[str, Any]:
-    """Plan with bottleneck-dp (transfers only, no compression: raw float32 activations),
-    stream ``requests`` images and compare the measured throughput with 1 / bottleneck."""
+    """Plan with bottleneck-search (transfers only, no compression: raw float32
+    activations), stream ``requests`` images and compare the measured throughput with the
+    plan's bound 1 / bottleneck."""
     cluster = cluster_from_dict(BENCH_CLUSTER, source="bench")
     model = bench_model(seed)
     problem = bench_problem(cluster, model)
-    plan = get_policy("bottleneck-dp")(problem, np.random.default_rng(seed))
-    devices = [problem.nodes[i] for i in plan.nodes]
-    rng = np.random.default_rng(seed)
-    inputs = [rng.standard_normal((1, 3, 64, 64)).astype(np.float32) for _ in range(requests)]
+    plan = simulate(problem, "bottleneck-search", seed=seed).plan
+    inputs = bench_inputs(requests, seed)
     runtime = start_local(cluster)
     try:
-        run = run_pipeline(runtime, model, devices, plan.cuts, inputs,
-                           dispatcher_device="dispatcher", codec=ActivationCodec("none"))
+        run = execute(runtime, problem, plan, model=model, inputs=inputs,
+                      codec=ActivationCodec("none"))
     finally:
         runtime.shutdown()
     with torch.no_grad():
         reference = model(torch.from_numpy(np.concatenate(inputs))).numpy()
     correct = bool(np.allclose(np.concatenate(run.outputs), reference, atol=1e-5))
     bound = 1.0 / plan.bottleneck_s
-    return {"pipeline_stages": plan.n_partitions, "pipeline_devices": devices,
+    return {"pipeline_stages": plan.n_partitions,
+            "pipeline_devices": [problem.nodes[i] for i in plan.nodes],
             "pipeline_bound_rps": round(bound, 3),
             "pipeline_throughput_rps": round(run.throughput_rps, 3),
             "pipeline_throughput_ratio_to_bound": round(run.throughput_rps / bound, 4),

@@ -12,15 +12,17 @@ from typing import Any
 import numpy as np
 from torch import nn
 
+from edgewise.errors import ConfigError
 from edgewise.pipeline.dispatcher import Dispatcher, Result
+from edgewise.pipeline.problem import PipelinePlan, PipelineProblem
 from edgewise.runtime.ray_cluster import RayRuntime
 
-__all__ = ["Dispatcher", "PipelineRun", "Result", "run_pipeline", "stream"]
+__all__ = ["Dispatcher", "PipelineRun", "Result", "execute", "stream"]
 
 
 @dataclass(frozen=True, slots=True)
 class PipelineRun:
-    """What :func:`run_pipeline` measured: outputs in request order, throughput over the
+    """What :func:`execute` measured: outputs in request order, throughput over the
     streaming phase (deployment excluded), end-to-end latency percentiles, bytes sent
     (``Dispatcher.byte_counts``) and fault handling counts."""
 
@@ -40,7 +42,7 @@ class PipelineRun:
 
 def stream(dispatcher: Dispatcher, inputs: Iterable[np.ndarray[Any, Any]], *,
            on_result: Callable[[Dispatcher, Result], None] | None = None) -> PipelineRun:
-    """Stream ``inputs`` through a deployed pipeline and measure it (see :func:`run_pipeline`);
+    """Stream ``inputs`` through a deployed pipeline and measure it (see :func:`execute`);
     ``restarts``, ``resends``, ``duplicates`` and ``bytes`` count from the dispatcher's start."""
     results: list[Result] = []
     start = time.perf_counter()
@@ -59,23 +61,26 @@ def stream(dispatcher: Dispatcher, inputs: Iterable[np.ndarray[Any, Any]], *,
     )
 
 
-def run_pipeline(runtime: RayRuntime, model: nn.Module, plan_devices: Iterable[str],
-                 cuts: Iterable[int], inputs: Iterable[np.ndarray[Any, Any]], *,
-                 on_result: Callable[[Dispatcher, Result], None] | None = None,
-                 **dispatcher_options: Any) -> PipelineRun:
-    """Deploy ``model`` split at ``cuts`` on ``plan_devices``, stream ``inputs`` through it,
-    measure, and tear the pipeline down.
+def execute(runtime: RayRuntime, problem: PipelineProblem, plan: PipelinePlan, /, *,
+            model: nn.Module, inputs: Iterable[np.ndarray[Any, Any]],
+            on_result: Callable[[Dispatcher, Result], None] | None = None,
+            **dispatcher_options: Any) -> PipelineRun:
+    """Carry ``plan`` out: deploy ``model`` split at ``plan.cuts`` on the plan's nodes, stream
+    ``inputs`` through it, measure, and tear the pipeline down.
 
     Parameters
     ----------
     runtime : RayRuntime
-        The Ray instance hosting the cluster.
+        The Ray instance hosting the cluster; its devices include the plan's nodes.
+    problem : PipelineProblem
+        The problem the plan solves: its ``nodes`` name the devices, its ``dispatcher`` is
+        where the dispatcher's endpoint runs when the cluster has such a device.
+    plan : PipelinePlan
+        The plan a policy made; partition ``k`` runs segments ``cuts[k] .. cuts[k + 1] - 1``
+        on ``problem.nodes[plan.nodes[k]]``.
     model : nn.Module
-        The model to partition.
-    plan_devices : sequence of str
-        Device of each partition; from a plan, ``[problem.nodes[i] for i in plan.nodes]``.
-    cuts : sequence of int
-        Partition boundaries, ``plan.cuts`` for a chain whose segments are the children.
+        The model whose segments the problem's chain describes (for the default splitter,
+        an ``nn.Sequential`` with one child per segment).
     inputs : iterable of ndarray
         One request each.
     on_result : Callable or None
@@ -89,8 +94,20 @@ def run_pipeline(runtime: RayRuntime, model: nn.Module, plan_devices: Iterable[s
     PipelineRun
         Outputs in request order, throughput over the streaming phase (deployment
         excluded), latency percentiles, bytes, restarts.
+
+    Raises
+    ------
+    ConfigError
+        A node of the plan is not a device of the runtime's cluster.
     """
-    dispatcher = Dispatcher(runtime, model, plan_devices, cuts, **dispatcher_options)
+    devices = [problem.nodes[i] for i in plan.nodes]
+    known = set(runtime.cluster.device_names)
+    missing = [d for d in devices if d not in known]
+    if missing:
+        raise ConfigError(f"the cluster has no device {missing[0]!r} of the plan", field="nodes")
+    if problem.dispatcher in known:
+        dispatcher_options.setdefault("dispatcher_device", problem.dispatcher)
+    dispatcher = Dispatcher(runtime, model, devices, plan.cuts, **dispatcher_options)
     try:
         return stream(dispatcher, inputs, on_result=on_result)
     finally:

@@ -24,6 +24,8 @@ from typing import Any
 
 import ray
 
+from edgewise.bench import BenchContext, BenchOption, BenchSpec, Figures
+from edgewise.cluster.examples import example_path
 from edgewise.cluster.model import Cluster, Role
 from edgewise.cluster.schema import load_cluster
 from edgewise.runtime.engine import EpochRecord, TrainResult, train
@@ -31,9 +33,9 @@ from edgewise.runtime.microbench import lz4_compress_mb_s, roundtrip_via
 from edgewise.runtime.plan import TrainConfig, equal_plan
 from edgewise.runtime.ray_cluster import RayRuntime, start_local
 
-__all__ = ["DEFAULT_CLUSTER", "run_runtime_bench"]
+__all__ = ["DEFAULT_CLUSTER", "SPEC", "real", "run_runtime_bench"]
 
-DEFAULT_CLUSTER = Path(__file__).resolve().parents[3] / "examples" / "three-nanos.yaml"
+DEFAULT_CLUSTER = example_path("three-nanos.yaml")
 Progress = Callable[[str], None]
 
 
@@ -106,3 +108,34 @@ def run_runtime_bench(cluster_file: Path = DEFAULT_CLUSTER, *, epochs: int = 8,
         "host": platform.node(),
         "seconds": round(time.perf_counter() - started, 1),
     }
+
+
+def real(ctx: BenchContext) -> Figures:
+    """The protocol above as the kit's real part (``edgewise bench runtime``); its wall-clock
+    figures (throughputs, transport timings, run seconds) go to ``ctx.timings``."""
+    figures = run_runtime_bench(Path(ctx.option("cluster") or DEFAULT_CLUSTER),
+                                epochs=int(ctx.option("epochs")), seed=ctx.seed,
+                                progress=lambda msg: ctx.progress(msg, 0.5))
+    for key in _WALL_CLOCK:
+        ctx.timings[key] = figures.pop(key)
+    return figures
+
+
+_WALL_CLOCK = ("samples_per_second_together", "samples_per_second_alone",
+               "lz4_compress_mb_s", "transport_roundtrip_ms_1mb", "seconds")
+
+SPEC = BenchSpec(
+    name="runtime",
+    title="Real training on the emulated cluster: accuracy, parameter-server scaling, "
+          "transport.",
+    simulated=None,
+    real="edgewise.runtime.bench:real",
+    has_quick=False,
+    options=(BenchOption("cluster", None, "cluster with three identical workers "
+                         "(default: the shipped three-nanos.yaml)", kind="path"),
+             BenchOption("epochs", 8, "epochs of the joint run", minimum=1, maximum=100)),
+    labels={"ps_scaling_efficiency_3_workers":
+            "ratio of two wall-clock throughputs measured in the same run (emulated devices "
+            "on one host)"},
+)
+"""``edgewise bench runtime``."""

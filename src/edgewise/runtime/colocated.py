@@ -22,6 +22,7 @@ from numpy.typing import NDArray
 
 from edgewise.errors import ConfigError
 from edgewise.nn.continual_models import EdgeCNN, model_from_frame, model_to_frame, retrain
+from edgewise.runtime.throttle import Throttle
 
 __all__ = ["InferenceActor", "RetrainActor", "mps_env", "sampled_predictions", "throttled"]
 
@@ -35,12 +36,8 @@ def _check_share(share: float) -> float:
 @contextmanager
 def throttled(share: float, stretch: float = 1.0) -> Iterator[None]:
     """Run the body, then sleep so that it lasts ``stretch / share`` times its CPU time."""
-    _check_share(share)
-    cpu0, wall0 = time.thread_time(), time.perf_counter()
-    yield
-    remaining = (time.thread_time() - cpu0) * stretch / share - (time.perf_counter() - wall0)
-    if remaining > 0:
-        time.sleep(remaining)
+    with Throttle(stretch / _check_share(share)).step():
+        yield
 
 
 def mps_env(share: float) -> dict[str, str]:
@@ -163,22 +160,15 @@ class RetrainActor:
             if inference is not None:
                 inference.load_weights.remote(frame, int(config.get("version_base", 0)) + epoch)
             # copying weights out and sending them is host work, not the device's compute
-            clock[0], clock[1] = time.thread_time(), time.perf_counter()
+            throttle.mark()
             if time.perf_counter() - start > deadline_s:
                 raise _Deadline
 
         def throttle_step() -> None:
-            step_share = self._share
-            cpu = time.thread_time() - clock[0]
-            wall = time.perf_counter() - clock[1]
-            pause = cpu * self._stretch / step_share - wall
-            if pause > 0:
-                time.sleep(pause)
-            now = time.perf_counter()
-            state["device_s"] += (now - clock[1]) * step_share
-            clock[0], clock[1] = time.thread_time(), now
+            step_share = self._share  # the share may change between steps
+            state["device_s"] += throttle.pace(self._stretch / step_share) * step_share
 
-        clock = [time.thread_time(), time.perf_counter()]
+        throttle = Throttle(self._stretch)
         with suppress(_Deadline):
             retrain(model, x, y, epochs=int(config["epochs"]),
                     batch_size=int(config["batch_size"]),

@@ -16,7 +16,7 @@ from numpy.typing import NDArray
 
 from edgewise.nn.workload import DIGITS, Workload, open_data
 from edgewise.nn.workload.sources import Split
-from edgewise.runtime.transport import Codec, encode
+from edgewise.wire.frames import Codec, encode
 
 __all__ = ["CHUNK_BYTES", "DataStore", "chunks"]
 

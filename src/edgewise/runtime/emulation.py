@@ -9,13 +9,13 @@ small host does not leak into the emulated timing, as long as the host has headr
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
 from edgewise.cluster.model import Cluster
 from edgewise.errors import ConfigError
+from edgewise.runtime.throttle import Throttle
 
 __all__ = ["EmulationConfig", "auto_host_speed", "emulated_compute", "stretch_factors"]
 
@@ -62,9 +62,5 @@ def stretch_factors(cluster: Cluster, config: EmulationConfig) -> dict[str, floa
 @contextmanager
 def emulated_compute(stretch: float) -> Iterator[None]:
     """Run the body, then sleep so that it lasts ``stretch`` times its CPU time."""
-    cpu0, wall0 = time.thread_time(), time.perf_counter()
-    yield
-    target = (time.thread_time() - cpu0) * stretch
-    remaining = target - (time.perf_counter() - wall0)
-    if remaining > 0:
-        time.sleep(remaining)
+    with Throttle(stretch).step():
+        yield

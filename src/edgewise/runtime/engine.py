@@ -24,9 +24,9 @@ from edgewise.runtime.health import StrikeLedger
 from edgewise.runtime.launch import Attempt, Interrupted, await_all, launch, monitor_handle
 from edgewise.runtime.plan import TrainConfig, TrainPlan, equal_plan
 from edgewise.runtime.ray_cluster import RayRuntime
-from edgewise.runtime.transport import decode
+from edgewise.wire.frames import decode
 
-__all__ = ["EpochRecord", "Interruption", "TrainResult", "train"]
+__all__ = ["EpochRecord", "Interruption", "TrainResult", "latest_checkpoint", "train"]
 
 Replan = Callable[[Cluster, int, TrainPlan], TrainPlan]
 Events = Callable[[str, dict[str, Any]], None]
@@ -81,6 +81,14 @@ def _default_replan(cluster: Cluster, n_samples: int, previous: TrainPlan) -> Tr
     return equal_plan(cluster, n_samples, batch)
 
 
+def latest_checkpoint(path: Path | None) -> tuple[int, bytes] | None:
+    """The newest ``epoch-NNNN.ewt`` under ``path``: (epochs it completes, its frame)."""
+    found = sorted(path.glob("epoch-*.ewt")) if path is not None and path.is_dir() else []
+    if not found:
+        return None
+    return int(found[-1].stem.removeprefix("epoch-")) + 1, found[-1].read_bytes()
+
+
 def _save(path: Path | None, epoch: int, frame: bytes) -> Path | None:
     if path is None:
         return None
@@ -107,10 +115,15 @@ class _Job:
         self.transport: dict[str, dict[str, int]] = {}
         self.stopped_early = False
         self.workload: Workload | None = None
+        self.done_before = 0  # epochs a resumed job had completed before this run
+
+    @property
+    def done(self) -> int:
+        return self.done_before + len(self.records)
 
     def run_attempt(self, attempt: Attempt) -> None:
-        while len(self.records) < self.config.epochs and not self.stopped_early:
-            epoch = len(self.records)
+        while self.done < self.config.epochs and not self.stopped_early:
+            epoch = self.done
             self.events("epoch_start", {"epoch": epoch, "workers": attempt.plan.workers})
             t0 = time.perf_counter()
             ray.get(attempt.ps.begin_epoch.remote(epoch, list(attempt.workers)))
@@ -142,7 +155,7 @@ class _Job:
         return self.stopped_early
 
     def interrupted(self, lost: Interrupted) -> None:
-        epoch = len(self.records)
+        epoch = self.done
         for device, member, reason in lost.members:
             count = self.ledger.strike(device)
             item = Interruption(device, member, reason, epoch, lost.detected_at, count)
@@ -152,10 +165,12 @@ class _Job:
 
 def train(runtime: RayRuntime, config: TrainConfig, plan: TrainPlan, *,
           ledger: StrikeLedger | None = None, replan: Replan = _default_replan,
-          events: Events | None = None, checkpoint_dir: Path | None = None) -> TrainResult:
+          events: Events | None = None, checkpoint_dir: Path | None = None,
+          resume: bool = False) -> TrainResult:
     """Train ``config.epochs`` epochs of the config's workload under ``plan``; on a lost
     worker or device stop the others, strike the device, re-plan without struck-out devices
-    and resume from the last checkpoint.
+    and resume from the last checkpoint. With ``resume``, start from the newest checkpoint
+    in ``checkpoint_dir`` (a job the manager restarted): only the epochs after it run.
 
     The workload is validated on the driver first (files, data, classes, one batch through
     the model, memory), so that a bad spec fails with a ConfigError before any actor starts.
@@ -165,6 +180,9 @@ def train(runtime: RayRuntime, config: TrainConfig, plan: TrainPlan, *,
     ledger = ledger or StrikeLedger()
     job = _Job(runtime, config, ledger, events or (lambda kind, data: None), checkpoint_dir)
     job.workload = workload
+    if resume and (found := latest_checkpoint(checkpoint_dir)) is not None:
+        job.done_before, job.checkpoint = found
+        job.events("resumed", {"epoch": job.done_before})
     monitor = monitor_handle(runtime, config.heartbeat_s)
     store = DataStore.options(**runtime.actor_options(plan.store_device, 256)).remote(  # type: ignore[attr-defined]
         workload, config.seed, config.compression, config.chunk_bytes)
@@ -213,7 +231,9 @@ def _attempts(job: _Job, plan: TrainPlan, store: Any, monitor: Any, replan: Repl
             job.interrupted(lost)
             if attempt is not None:
                 attempt.teardown()
-            healthy = runtime.cluster.without(ledger.struck_out(runtime.cluster.device_names))
+            # struck out, or gone for now (dead or unreachable): a plan on them would hang
+            excluded = ledger.struck_out(runtime.cluster.device_names) | runtime.lost_devices()
+            healthy = runtime.cluster.without(excluded)
             plan = replan(healthy, n_samples, plan)
             job.events("restart", {"restart": restart + 1, "plan": plan})
         finally:

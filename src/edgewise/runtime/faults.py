@@ -1,10 +1,13 @@
-"""Fault injection: kill an actor, stall a device, cut a link — for real, on a live cluster."""
+"""Fault injection, for real, on a live cluster: kill an actor, stall a device, cut a link
+(actor level, through the health monitor), and kill, freeze or cut off a whole device
+(node level, through the kernel, where the cluster is a testbed)."""
 
 from __future__ import annotations
 
+import threading
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import ray
 
@@ -12,7 +15,21 @@ from edgewise.errors import EdgewiseError
 from edgewise.runtime.monitor import MONITOR_NAME
 from edgewise.runtime.ray_cluster import NAMESPACE
 
-__all__ = ["FaultInjector", "InjectedFault", "KillMidEpoch"]
+__all__ = ["FaultInjector", "InjectedFault", "KillMidEpoch", "NodeFaults"]
+
+
+class NodeFaults(Protocol):
+    """Faults of whole devices, done by whoever controls the devices' machines (a
+    testbed controls namespaces and cgroups; see ``edgewise.testbed.control``)."""
+
+    def kill_device(self, device: str) -> int:
+        """Kill every process of ``device``; how many there were."""
+
+    def freeze_device(self, device: str, frozen: bool) -> None:
+        """Stop (or resume) every process of ``device``."""
+
+    def cut_link(self, a: str, b: str | None, cut: bool) -> None:
+        """Cut (or heal) the link between ``a`` and ``b``; ``b`` None: all of ``a``'s."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,15 +42,28 @@ class InjectedFault:
     seconds: float = 0.0
 
 
+def _link_name(a: str, b: str | None) -> str:
+    return f"{a}<->{b}" if b is not None else f"{a}<->*"
+
+
 class FaultInjector:
     """Injects faults into the edgewise actors of the Ray cluster this process is connected
     to. Kills are real (``ray.kill``: the process dies); stalls and cuts are announced by the
-    health monitor in its heartbeat replies, and the members on that device obey them."""
+    health monitor in its heartbeat replies, and the members on that device obey them.
 
-    def __init__(self) -> None:
-        if not ray.is_initialized():
+    With ``nodes`` it also injects node-level faults: a whole device killed, frozen or cut
+    off by the kernel, which nothing in the cluster announces. A stall or cut given
+    ``seconds`` ends on a timer thread of this process: keep it running that long, or call
+    :meth:`clear`.
+    """
+
+    def __init__(self, nodes: NodeFaults | None = None) -> None:
+        if nodes is None and not ray.is_initialized():
             raise EdgewiseError("not connected to a Ray cluster (see edgewise cluster up)")
+        self.nodes = nodes
         self.injected: list[InjectedFault] = []
+        self._timers: list[threading.Timer] = []
+        self._undo: dict[str, Any] = {}  # target -> how to end a node-level fault
 
     def _monitor(self) -> Any:
         try:
@@ -75,9 +105,74 @@ class FaultInjector:
         ray.get(self._monitor().cut.remote(a, b, seconds))
         return self._record("cut", f"{a}<->{b}", seconds)
 
+    def _node_faults(self) -> NodeFaults:
+        if self.nodes is None:
+            raise EdgewiseError("node-level faults need a cluster whose machines edgewise "
+                                "controls: a testbed (edgewise testbed up)")
+        return self.nodes
+
+    def kill_device(self, device: str) -> InjectedFault:
+        """Kill every process of ``device`` (its Ray node and all it runs); it stays dead
+        until restarted (``edgewise testbed restart-node``)."""
+        count = self._node_faults().kill_device(device)
+        return self._record("kill-device", f"{device} ({count} processes)")
+
+    def stall_device(self, device: str, seconds: float | None = None) -> InjectedFault:
+        """Freeze every process of ``device`` (the cgroup freezer), for ``seconds`` or until
+        :meth:`resume_device` or :meth:`clear`."""
+        nodes = self._node_faults()
+        nodes.freeze_device(device, True)
+        self._undo[f"stall:{device}"] = lambda: nodes.freeze_device(device, False)
+        self._later(seconds, f"stall:{device}")
+        return self._record("stall-device", device, seconds or 0.0)
+
+    def resume_device(self, device: str) -> None:
+        self._undo.pop(f"stall:{device}", None)
+        self._node_faults().freeze_device(device, False)
+
+    def cut_link(self, a: str, b: str | None = None,
+                 seconds: float | None = None) -> InjectedFault:
+        """Cut the link between ``a`` and ``b`` in the kernel (``b`` None: every link of
+        ``a``), for ``seconds`` or until :meth:`heal_link` or :meth:`clear`."""
+        nodes = self._node_faults()
+        nodes.cut_link(a, b, True)
+        self._undo[f"cut:{_link_name(a, b)}"] = lambda: nodes.cut_link(a, b, False)
+        self._later(seconds, f"cut:{_link_name(a, b)}")
+        return self._record("cut-link", _link_name(a, b), seconds or 0.0)
+
+    def heal_link(self, a: str, b: str | None = None) -> None:
+        self._undo.pop(f"cut:{_link_name(a, b)}", None)
+        self._node_faults().cut_link(a, b, False)
+
+    def _later(self, seconds: float | None, key: str) -> None:
+        if seconds is None:
+            return
+        timer = threading.Timer(seconds, self._end, args=(key,))
+        timer.daemon = True
+        timer.start()
+        self._timers.append(timer)
+
+    def _end(self, key: str) -> None:
+        undo = self._undo.pop(key, None)
+        if undo is not None:
+            undo()
+
     def clear(self) -> None:
-        """End every stall and cut now."""
-        ray.get(self._monitor().clear_faults.remote())
+        """End every stall and cut now (actor- and node-level)."""
+        for timer in self._timers:
+            timer.cancel()
+        self._timers.clear()
+        for key in list(self._undo):
+            self._end(key)
+        if not ray.is_initialized():
+            return
+        try:
+            monitor = self._monitor()
+        except EdgewiseError:
+            if self.nodes is None:
+                raise
+            return  # a testbed without a health monitor: nothing announced to clear
+        ray.get(monitor.clear_faults.remote())
 
     def _record(self, kind: str, target: str, seconds: float = 0.0) -> InjectedFault:
         fault = InjectedFault(kind, target, time.time(), seconds)
@@ -87,11 +182,14 @@ class FaultInjector:
 
 class KillMidEpoch:
     """A training events hook that kills the worker on ``device`` once ``fraction`` of
-    epoch ``epoch``'s samples were applied: a crash in the middle of an epoch."""
+    epoch ``epoch``'s samples were applied: a crash in the middle of an epoch. With
+    ``nodes`` it kills the whole device instead (every process of its node)."""
 
-    def __init__(self, device: str, epoch: int, n_samples: int, fraction: float = 1 / 3) -> None:
+    def __init__(self, device: str, epoch: int, n_samples: int, fraction: float = 1 / 3,
+                 nodes: NodeFaults | None = None) -> None:
         self.device, self.epoch = device, epoch
         self.threshold = int(n_samples * fraction)
+        self.nodes = nodes
         self.current = -1
         self.fault: InjectedFault | None = None
 
@@ -100,4 +198,6 @@ class KillMidEpoch:
             self.current = data["epoch"]
         elif (kind == "progress" and self.fault is None and self.current == self.epoch
               and data["samples"] > self.threshold):
-            self.fault = FaultInjector().kill_worker(self.device)
+            injector = FaultInjector(self.nodes)
+            self.fault = (injector.kill_device(self.device) if self.nodes is not None
+                          else injector.kill_worker(self.device))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -46,11 +47,13 @@ class Directive:
 
 @dataclass
 class HeartbeatTable:
-    """Last heartbeat time of every registered member."""
+    """Last heartbeat time of every registered member, and the recent gaps between two beats
+    of one member (the period actually observed on a loaded host)."""
 
     period_s: float
     members: dict[str, Member] = field(default_factory=dict)
     last_beat: dict[str, float] = field(default_factory=dict)
+    gaps_s: deque[float] = field(default_factory=lambda: deque(maxlen=4096))
 
     def register(self, member: Member, now: float) -> None:
         self.members[member.name] = member
@@ -62,6 +65,7 @@ class HeartbeatTable:
 
     def beat(self, name: str, now: float) -> None:
         if name in self.members:
+            self.gaps_s.append(now - self.last_beat[name])
             self.last_beat[name] = now
 
     def dead(self, now: float) -> list[tuple[Member, float]]:

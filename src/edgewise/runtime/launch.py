@@ -10,6 +10,7 @@ import numpy as np
 import ray
 from ray.exceptions import RayError
 
+from edgewise.cluster.model import Link
 from edgewise.errors import ConfigError
 from edgewise.nn.workload import Workload
 from edgewise.runtime.monitor import MONITOR_NAME, HealthMonitor
@@ -18,7 +19,8 @@ from edgewise.runtime.ps import ParameterServer
 from edgewise.runtime.ray_cluster import RayRuntime
 from edgewise.runtime.worker import Worker
 
-__all__ = ["Attempt", "Interrupted", "await_all", "launch", "monitor_handle"]
+__all__ = ["Attempt", "Interrupted", "MemberSpec", "await_all", "launch", "monitor_handle",
+           "start_ps", "start_worker"]
 
 
 class Interrupted(Exception):
@@ -61,28 +63,73 @@ def monitor_handle(runtime: RayRuntime, heartbeat_s: float) -> Any:
         heartbeat_s)
 
 
+@dataclass(frozen=True, slots=True)
+class MemberSpec:
+    """How every member of a run (its parameter server and its workers) is built: the
+    workload (or a built-in model's name, trained on digits) and its seed, the optimiser
+    and its learning-rate schedule over ``epochs``, the transport's compression, the memory
+    reserved per actor and the heartbeat period."""
+
+    model: str | Workload
+    seed: int
+    optimizer: str
+    learning_rate: float
+    momentum: float
+    compression: str
+    memory_mb: int
+    heartbeat_s: float
+    lr_schedule: str = "constant"
+    epochs: int = 1
+
+    @staticmethod
+    def of(config: TrainConfig, workload: Workload | None = None) -> MemberSpec:
+        """The members of a training-engine run (``workload``: default the config's)."""
+        return MemberSpec(workload or config.resolved_workload(), config.seed,
+                          config.optimizer, config.learning_rate, config.momentum,
+                          config.compression, config.worker_memory_mb, config.heartbeat_s,
+                          config.lr_schedule, config.epochs)
+
+
+def start_ps(runtime: RayRuntime, spec: MemberSpec, device: str, name: str,
+             validation: bytes, checkpoint: bytes | None = None) -> Any:
+    """A parameter server called ``name`` pinned to ``device``, restored from ``checkpoint``
+    when one is given (a new attempt, or a server moved to another device)."""
+    options = runtime.actor_options(device, spec.memory_mb, name)
+    return ParameterServer.options(**options).remote(  # type: ignore[attr-defined]
+        spec.model, spec.seed, spec.optimizer, spec.learning_rate, spec.momentum,
+        runtime.stretch[device], validation, checkpoint, spec.compression,
+        schedule=spec.lr_schedule, epochs=spec.epochs)
+
+
+def start_worker(runtime: RayRuntime, spec: MemberSpec, device: str, name: str, *, ps: Any,
+                 ps_link: Link, store_link: Link, batch_size: int, monitor: Any,
+                 sync: bool) -> Any:
+    """A worker called ``name`` pinned to ``device``, talking to ``ps`` and to its data store
+    over the given (emulated) links; it loads its shard when told to."""
+    options = runtime.actor_options(device, spec.memory_mb, name)
+    return Worker.options(**options).remote(  # type: ignore[attr-defined]
+        name, device, spec.model, spec.seed, batch_size, runtime.stretch[device],
+        runtime.cluster.device(device).memory_mb, ps, ps_link, store_link, monitor,
+        spec.heartbeat_s, sync, spec.compression)
+
+
 def launch(runtime: RayRuntime, config: TrainConfig, plan: TrainPlan, job_id: str,
            attempt: int, monitor: Any, store: Any, positions: dict[str, np.ndarray],
            validation: bytes | list[bytes], checkpoint: bytes | None, events: Any, *,
            workload: Workload | None = None, chunk_samples: int | None = None) -> Attempt:
     """Start the parameter server and one worker per planned device; ship the shards in
     chunks of ``chunk_samples``. ``workload`` defaults to the config's."""
-    cluster, mem = runtime.cluster, config.worker_memory_mb
-    workload = workload or config.resolved_workload()
+    spec = MemberSpec.of(config, workload)
     ps_name = f"ps-{job_id}-{attempt}"
-    ps = ParameterServer.options(**runtime.actor_options(plan.ps_device, mem, ps_name)).remote(  # type: ignore[attr-defined]
-        workload, config.seed, config.optimizer, config.learning_rate, config.momentum,
-        runtime.stretch[plan.ps_device], validation, checkpoint, config.compression,
-        schedule=config.lr_schedule, epochs=config.epochs)
+    ps = start_ps(runtime, spec, plan.ps_device, ps_name, validation, checkpoint)
     run = Attempt(plan, ps, ps_name, {}, monitor)
     for w in plan.workers:
         name = f"worker-{job_id}-{attempt}-{w}"
         run.names[w] = name
-        run.workers[w] = Worker.options(**runtime.actor_options(w, mem, name)).remote(  # type: ignore[attr-defined]
-            name, w, workload, config.seed, plan.batch_sizes[w], runtime.stretch[w],
-            cluster.device(w).memory_mb, ps, cluster.link(w, plan.ps_device),
-            cluster.link(w, plan.store_device), monitor, config.heartbeat_s,
-            config.mode == "sync", config.compression)
+        run.workers[w] = start_worker(
+            runtime, spec, w, name, ps=ps, ps_link=runtime.transport_link(w, plan.ps_device),
+            store_link=runtime.transport_link(w, plan.store_device),
+            batch_size=plan.batch_sizes[w], monitor=monitor, sync=config.mode == "sync")
     loads = {w: h.load_shard.remote(store, positions[w], chunk_samples)
              for w, h in run.workers.items()}
     try:

@@ -9,7 +9,7 @@ from collections.abc import Callable
 import lz4.block
 import numpy as np
 
-from edgewise.runtime.transport import Array, TransportError, decode, encode
+from edgewise.wire.frames import Array, TransportError, decode, encode
 
 __all__ = ["lz4_compress_mb_s", "roundtrip_via", "transport_roundtrip_ms_1mb"]
 

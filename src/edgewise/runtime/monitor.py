@@ -41,6 +41,10 @@ class HealthMonitor:
             self.metrics[device] = {**metrics, "received_at": now}
         return directive.to_json()
 
+    def beat_gaps_s(self) -> list[float]:
+        """The recent gaps between two beats of one member, in seconds."""
+        return list(self.table.gaps_s)
+
     def dead(self) -> list[tuple[str, str, str, float]]:
         return [(m.name, m.kind, m.device, s) for m, s in self.table.dead(time.time())]
 

@@ -3,7 +3,7 @@ partition, forward activations to the next partition, activation gradients back.
 
 Each stage owns its partition's parameters and its own optimizer and steps it as soon as its
 part of the backward pass is done. Activations, activation gradients and the labels (in the
-frame's JSON meta) travel as transport frames (:func:`~edgewise.pipeline.stages.
+frame's JSON meta) travel as transport frames (:func:`~edgewise.wire.activation.
 encode_activation`); the sending stage waits the emulated transfer time of the link to the
 receiving device (nothing when both partitions share a device). Compute — decoding, the
 partition's forward or backward, encoding — runs under ``emulated_compute(stretch)``.
@@ -21,15 +21,10 @@ from torch import nn
 
 from edgewise.cluster.model import Link
 from edgewise.nn.models import make_optimizer
-from edgewise.pipeline.stages import (
-    ActivationCodec,
-    decode_activation,
-    encode_activation,
-    materialize,
-)
 from edgewise.runtime.emulation import emulated_compute
 from edgewise.runtime.shaping import ByteCounter, ShapedLink
-from edgewise.runtime.transport import encode_state_dict
+from edgewise.wire.activation import ActivationCodec, decode_activation, encode_activation
+from edgewise.wire.state import encode_state_dict, materialize
 
 __all__ = ["TrainStage"]
 

@@ -15,7 +15,7 @@ from edgewise.nn.models import make_optimizer
 from edgewise.nn.workload import Workload, build_model, builtin_workload, metric_hits
 from edgewise.runtime.emulation import emulated_compute
 from edgewise.runtime.trainstate import FlatState, Frame, Pushed, mean_pushes, read_frames
-from edgewise.runtime.transport import decode, encode, to_torch
+from edgewise.wire.frames import decode, encode, to_torch
 
 __all__ = ["ParameterServer"]
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from edgewise.cluster.model import Link
-from edgewise.runtime.transport import TransportError
+from edgewise.wire.frames import TransportError
 
 __all__ = ["ByteCounter", "ByteCounts", "LinkBytes", "LinkDown", "ShapedLink"]
 

@@ -29,7 +29,7 @@ from torch import nn
 
 from edgewise.nn.data import Dataset
 from edgewise.nn.workload import Workload, sample_shape, unpack
-from edgewise.runtime.transport import Codec, Decoded, TransportError, decode, encode, to_torch
+from edgewise.wire.frames import Codec, Decoded, TransportError, decode, encode, to_torch
 
 __all__ = ["FlatState", "Frame", "Pushed", "codec_for", "frame_view", "mean_pushes", "read_frames"]
 

@@ -20,7 +20,7 @@ from edgewise.runtime.emulation import emulated_compute
 from edgewise.runtime.heartbeat import Heartbeat
 from edgewise.runtime.shaping import ByteCounter, ShapedLink
 from edgewise.runtime.trainstate import FlatState, Frame, frame_view, read_frames
-from edgewise.runtime.transport import decode
+from edgewise.wire.frames import decode
 
 __all__ = ["Worker"]
 

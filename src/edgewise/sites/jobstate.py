@@ -1,4 +1,7 @@
-"""One Okita job on Ray between slots: its chunks, its live actors and its last checkpoint."""
+"""One Okita job on Ray between slots: its chunks, its live actors and its last checkpoint.
+
+Its parameter server and workers are started by the runtime's launcher (runtime/launch.py),
+the one the training engine uses."""
 
 from __future__ import annotations
 
@@ -10,28 +13,12 @@ import ray
 from numpy.typing import NDArray
 
 from edgewise.cluster.model import Cluster
-from edgewise.runtime.ps import ParameterServer
+from edgewise.runtime.launch import MemberSpec, start_ps, start_worker
 from edgewise.runtime.ray_cluster import RayRuntime
-from edgewise.runtime.worker import Worker
 from edgewise.sites.problem import Job
 from edgewise.sites.sitemap import link_between
 
-__all__ = ["ActorSpec", "JobState"]
-
-
-@dataclass(frozen=True, slots=True)
-class ActorSpec:
-    """What every actor of a run is built with (see :class:`SiteRunConfig`)."""
-
-    model: str
-    seed: int
-    optimizer: str
-    learning_rate: float
-    momentum: float
-    batch_size: int
-    compression: str
-    memory_mb: int
-    heartbeat_s: float
+__all__ = ["JobState"]
 
 
 @dataclass
@@ -69,29 +56,24 @@ class JobState:
         parts = [self.chunk_ids[c] for c in chunks]
         return np.sort(np.concatenate(parts)) if parts else np.zeros(0, np.int64)
 
-    def start_ps(self, runtime: RayRuntime, spec: ActorSpec, device: str, slot: int,
+    def start_ps(self, runtime: RayRuntime, spec: MemberSpec, device: str, slot: int,
                  validation: bytes) -> None:
         """A parameter server on ``device``, restored from the last checkpoint if any."""
         name = f"ps-{self.name}-{slot}-{device}"
-        options = runtime.actor_options(device, spec.memory_mb, name)
-        self.ps = ParameterServer.options(**options).remote(  # type: ignore[attr-defined]
-            spec.model, spec.seed, spec.optimizer, spec.learning_rate, spec.momentum,
-            runtime.stretch[device], validation, self.checkpoint, spec.compression)
+        self.ps = start_ps(runtime, spec, device, name, validation, self.checkpoint)
         self.ps_device = device
 
-    def start_worker(self, runtime: RayRuntime, spec: ActorSpec, device: str, slot: int,
-                     store_device: str, monitor: Any) -> None:
-        """A worker on ``device`` talking to this job's PS and its site's store."""
+    def start_worker(self, runtime: RayRuntime, spec: MemberSpec, device: str, slot: int,
+                     store_device: str, monitor: Any, batch_size: int) -> None:
+        """A synchronous worker on ``device`` talking to this job's PS and its site's store."""
         cluster: Cluster = runtime.cluster
         name = f"worker-{self.name}-{slot}-{device}"
         self.names[device] = name
-        options = runtime.actor_options(device, spec.memory_mb, name)
-        self.workers[device] = Worker.options(**options).remote(  # type: ignore[attr-defined]
-            name, device, spec.model, spec.seed, spec.batch_size, runtime.stretch[device],
-            cluster.device(device).memory_mb, self.ps,
-            link_between(cluster, device, self.ps_device),
-            link_between(cluster, device, store_device), monitor, spec.heartbeat_s, True,
-            spec.compression)
+        self.workers[device] = start_worker(
+            runtime, spec, device, name, ps=self.ps,
+            ps_link=link_between(cluster, device, self.ps_device),
+            store_link=link_between(cluster, device, store_device), batch_size=batch_size,
+            monitor=monitor, sync=True)
 
     def stop_worker(self, device: str, monitor: Any, inter_site: bool) -> None:
         """Stop one worker; its bytes exchanged with the PS count if it was at another site."""

@@ -9,7 +9,7 @@ import numpy as np
 
 from edgewise.sites.problem import Job, SitesProblem, Transfer
 
-__all__ = ["Geometry", "Placement", "assignable", "deploy_metric", "dta", "pa", "pa_all",
+__all__ = ["Deployment", "Geometry", "assignable", "deploy_metric", "dta", "pa", "pa_all",
            "site_capacity", "trim"]
 
 FloatArray = np.ndarray
@@ -34,8 +34,9 @@ class Geometry:
 
 
 @dataclass(frozen=True, slots=True)
-class Placement:
-    """y_i^r(t) per site, the PS site, and PA's per-slot parameter-exchange cost."""
+class Deployment:
+    """What PA (Alg. 2) decides for one job and slot, the paper's "deployment of workers and
+    PS": y_i^r(t) per site, the PS site, and the per-slot parameter-exchange cost."""
 
     workers: np.ndarray
     ps_site: int
@@ -97,7 +98,7 @@ def pa_all(geo: Geometry, job: Job, avail: FloatArray, metric: FloatArray,
 
 
 def pa(geo: Geometry, job: Job, avail: FloatArray, metric: FloatArray, n_workers: int,
-       ps_site: int | None = None) -> Placement | None:
+       ps_site: int | None = None) -> Deployment | None:
     """Alg. 2 for one N: the cheapest PS site (or the given one) and its greedy worker
     deployment; None if N workers and the PS do not fit in ``avail``."""
     if ps_site is None:
@@ -115,7 +116,7 @@ def pa(geo: Geometry, job: Job, avail: FloatArray, metric: FloatArray, n_workers
     y[order] = _fill(counts[order], n_workers)
     if y.sum() < n_workers:
         return None
-    return Placement(y, ps_site, float((geo.q[:, ps_site] * job.param_mb * y).sum()))
+    return Deployment(y, ps_site, float((geo.q[:, ps_site] * job.param_mb * y).sum()))
 
 
 def _fill(counts: np.ndarray, wanted: int) -> np.ndarray:

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 from edgewise.sites.problem import Plan, SitesProblem
-from edgewise.sites.run import SiteRunConfig, SitesRun, execute_plan
+from edgewise.sites.run import SiteRunConfig, SitesRun, execute_emulated
 from edgewise.sites.scenario import scenario_from_dict
 from edgewise.sites.sim import plan_schedule
 
@@ -53,7 +53,7 @@ def demo_problem() -> SitesProblem:
 def run_real(problem: SitesProblem, policy: str = "okita", seed: int = 0,
              progress: Progress | None = None) -> tuple[Plan, SitesRun]:
     """Plan ``problem`` with ``policy`` and carry the plan out for real."""
-    plan = plan_schedule(problem, policy, seed)
+    plan = plan_schedule(problem, policy, seed=seed)
     done = [0]
     total = max(1, sum(e.chunks for e in plan.entries))
 
@@ -64,7 +64,7 @@ def run_real(problem: SitesProblem, policy: str = "okita", seed: int = 0,
             progress(f"{record.job} slot {record.slot}: accuracy {record.val_accuracy:.3f}",
                      done[0] / total)
 
-    return plan, execute_plan(problem, plan, SiteRunConfig(seed=seed), events=events)
+    return plan, execute_emulated(problem, plan, config=SiteRunConfig(seed=seed), events=events)
 
 
 def real_figures(seed: int = 0, quick: bool = False,

@@ -1,7 +1,10 @@
-"""Carries an Okita plan out on Ray, slot by slot: chunks moved over the emulated inter-site
-links, a parameter server and workers per job on the sites the plan names, synchronous
-training of the slot's chunks for E_i epochs, a checkpoint at the slot's end, and migration
-by restoring that checkpoint on the new site's devices (§III-A, Fig. 2; §V-A)."""
+"""Carries an Okita plan out on Ray, slot by slot (§III-A, Fig. 2; §V-A).
+
+Chunks move over the emulated inter-site links between the sites' chunk stores (the
+:class:`SiteStore` actors); each job gets a parameter server and workers on the sites the
+plan names, trains the slot's chunks synchronously for E_i epochs, checkpoints at the
+slot's end, and migrates by restoring that checkpoint on the new site's devices.
+"""
 
 from __future__ import annotations
 
@@ -16,22 +19,25 @@ import ray
 from numpy.typing import NDArray
 
 from edgewise.cluster.model import Cluster, Link
-from edgewise.errors import ConfigError, RuntimeFault
-from edgewise.nn.data import Dataset, digits_split
+from edgewise.errors import RuntimeFault
+from edgewise.nn.data import digits_split
 from edgewise.runtime.emulation import EmulationConfig
-from edgewise.runtime.launch import monitor_handle
+from edgewise.runtime.launch import MemberSpec, monitor_handle
 from edgewise.runtime.ray_cluster import RayRuntime, start_local
-from edgewise.runtime.transport import encode
-from edgewise.sites.jobstate import ActorSpec, JobState
+from edgewise.runtime.shaping import ByteCounter, ShapedLink
+from edgewise.sites.chunks import check_data, chunk_frame, load_data
+from edgewise.sites.jobstate import JobState
 from edgewise.sites.problem import Plan, SitesProblem
 from edgewise.sites.sitemap import SiteDevices, site_cluster, site_devices
-from edgewise.sites.slot import ChunkMove, SlotRecord, SlotRunner
-from edgewise.sites.store import SiteStore, chunk_frame, split_chunks
+from edgewise.sites.slot import ChunkMove, SlotRecord, SlotRunner, SlotSettings
 from edgewise.sites.validate import check_plan
+from edgewise.wire.frames import Codec, decode, encode
 
-__all__ = ["ChunkMove", "SiteRunConfig", "SitesRun", "SlotRecord", "execute_plan", "run_plan"]
+__all__ = ["ChunkMove", "SiteRunConfig", "SiteStore", "SitesRun", "SlotRecord",
+           "emulated_cluster", "execute", "execute_emulated"]
 
 Events = Callable[[str, dict[str, Any]], None]
+Arrays = dict[str, NDArray[Any]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,10 +66,13 @@ class SiteRunConfig:
     actor_memory_mb: int = 512
     heartbeat_s: float = 1.0
 
-    def actor_spec(self) -> ActorSpec:
-        return ActorSpec(self.model, self.seed, self.optimizer, self.learning_rate,
-                         self.momentum, self.batch_size, self.compression,
-                         self.actor_memory_mb, self.heartbeat_s)
+    def slot_settings(self) -> SlotSettings:
+        """What the slots are trained with (every actor built alike)."""
+        members = MemberSpec(self.model, self.seed, self.optimizer, self.learning_rate,
+                             self.momentum, self.compression, self.actor_memory_mb,
+                             self.heartbeat_s)
+        return SlotSettings(members, self.batch_size, self.epochs_per_slot,
+                            self.link_time_scale)
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,6 +108,85 @@ class SitesRun:
         return sum(m.wire_bytes for m in self.moves)
 
 
+@ray.remote(max_concurrency=8)  # type: ignore[call-overload]
+class SiteStore:
+    """A site's chunk store (its HDFS node, §V-A): its data chunks, shipped to other sites
+    over the emulated inter-site link (the data transmission phase, Fig. 2) and served to
+    the site's workers. Holds chunks per job as arrays (x, y, ids, chunk); no pickled
+    payloads: chunks arrive and leave as transport frames. Counts the bytes it shipped per
+    link."""
+
+    def __init__(self, site: str, device: str, compression: Codec = "lz4",
+                 time_scale: float = 1.0) -> None:
+        self.site, self.device, self.compression = site, device, compression
+        self.time_scale = time_scale
+        self.held: dict[str, Arrays] = {}
+        self.jobs: dict[str, str] = {}  # worker name -> its job
+        self.counter = ByteCounter()
+
+    def accept(self, job: str, frame: bytes) -> int:
+        """Store the chunks in ``frame`` for ``job``; returns the samples now held for it."""
+        arrays = {k: v.copy() for k, v in decode(frame).arrays.items()}
+        have = self.held.get(job)
+        if have is not None:
+            arrays = {k: np.concatenate([have[k], arrays[k]]) for k in arrays}
+        self.held[job] = arrays
+        return len(arrays["ids"])
+
+    def chunks(self, job: str) -> list[int]:
+        """The chunk numbers held for ``job``, sorted."""
+        have = self.held.get(job)
+        return [] if have is None else sorted({int(c) for c in have["chunk"]})
+
+    def ship(self, job: str, chunks: list[int], link: Link) -> bytes:
+        """Remove ``chunks`` of ``job`` from this site and send them over ``link`` (waits the
+        emulated transfer time, counts the bytes); returns the frame for the receiving site."""
+        have = self.held.get(job)
+        wanted = np.asarray(chunks, np.int64)
+        if have is None or not np.isin(wanted, have["chunk"]).all():
+            raise KeyError(f"site {self.site} does not hold chunks {chunks} of {job}")
+        mask = np.isin(have["chunk"], wanted)
+        out = {k: v[mask] for k, v in have.items()}
+        self.held[job] = {k: v[~mask] for k, v in have.items()}
+        frame = chunk_frame(out, self.compression)
+        shaped = ShapedLink(link, time_scale=self.time_scale)
+        shaped.transmit(len(frame))
+        raw = sum(int(v.nbytes) for v in out.values())
+        self.counter.record(shaped.key, raw_bytes=raw, wire_bytes=len(frame))
+        return frame
+
+    def expect(self, worker: str, job: str) -> None:
+        """``worker`` trains ``job``: its :meth:`shard` requests read that job's chunks."""
+        self.jobs[worker] = job
+
+    def drop(self, job: str, chunks: list[int]) -> int:
+        """Forget ``chunks`` of ``job`` (trained); returns the samples still held for it."""
+        have = self.held.get(job)
+        if have is None:
+            return 0
+        keep = ~np.isin(have["chunk"], np.asarray(chunks, np.int64))
+        self.held[job] = {k: v[keep] for k, v in have.items()}
+        return int(keep.sum())
+
+    def shard(self, worker: str, positions: NDArray[np.int64]) -> bytes:
+        """The samples of ``worker``'s job with ids ``positions`` (all held here) as one frame
+        (the interface :class:`edgewise.runtime.worker.Worker` loads its shard through)."""
+        have = self.held.get(self.jobs.get(worker, ""))
+        if have is None:
+            raise KeyError(f"site {self.site} holds no data for worker {worker}")
+        index = {int(s): k for k, s in enumerate(have["ids"])}
+        missing = [int(s) for s in positions if int(s) not in index]
+        if missing:
+            raise KeyError(f"site {self.site} does not hold samples {missing[:5]} for {worker}")
+        take = np.asarray([index[int(s)] for s in positions], np.int64)
+        return encode({k: have[k][take] for k in ("x", "y", "ids")},
+                      compression=self.compression)
+
+    def shipped(self) -> dict[str, int]:
+        """Frames and bytes shipped to other sites, in total and per link."""
+        return self.counter.snapshot_dict()
+
+
 def emulated_cluster(problem: SitesProblem, plan: Plan, config: SiteRunConfig) -> Cluster:
     """The plan's sites as device groups with the config's intra- and inter-site links."""
     inter = Link("*", "*", config.inter_site_mbps, config.inter_site_latency_ms)
@@ -111,62 +199,25 @@ def _stores(runtime: RayRuntime, sites: list[SiteDevices], config: SiteRunConfig
         s.site, s.store, config.compression, config.link_time_scale) for s in sites]
 
 
-def _site_arrays(train: Dataset, ids: list[NDArray[np.int64]], chunks: list[int]) -> dict[str, Any]:
-    """The samples of ``chunks`` with each sample's chunk number (empty arrays if none)."""
-    parts = [ids[c] for c in chunks]
-    index = np.concatenate(parts) if parts else np.zeros(0, np.int64)
-    numbers = [np.full(len(p), c, np.int64) for p, c in zip(parts, chunks, strict=True)]
-    chunk_of = np.concatenate(numbers) if numbers else np.zeros(0, np.int64)
-    part = train.take(index)
-    return {"x": part.x, "y": part.y, "ids": part.ids, "chunk": chunk_of}
-
-
-def _check_data(problem: SitesProblem, n_samples: int) -> None:
-    """A chunk holds at least one sample: ConfigError for a job with more chunks."""
-    for i, job in enumerate(problem.jobs):
-        if job.total_chunks > n_samples:
-            raise ConfigError(f"{job.total_chunks} chunks, but the digits training set has "
-                              f"{n_samples} samples to cut into chunks", field=f"jobs[{i}].data")
-
-
-def _load_data(problem: SitesProblem, stores: list[Any],
-               config: SiteRunConfig) -> dict[str, JobState]:
-    """Each job's own copy of the digits training set cut into its Σ_r D_i^r chunks; site r
-    starts with D_i^r of them (the data its cameras collected)."""
-    train, _ = digits_split(seed=config.seed)
-    _check_data(problem, len(train))
-    states: dict[str, JobState] = {}
-    for i, job in enumerate(problem.jobs):
-        ids = split_chunks(len(train), job.total_chunks, config.seed + i) \
-            if job.total_chunks else []  # positions in the training set
-        bounds = np.cumsum([0, *job.data])
-        remaining = [list(range(int(bounds[r]), int(bounds[r + 1])))
-                     for r in range(problem.n_sites)]
-        ray.get([store.accept.remote(job.name, chunk_frame(_site_arrays(train, ids, chunks),
-                                                           config.compression))
-                 for store, chunks in zip(stores, remaining, strict=True)])
-        states[job.name] = JobState(job, [train.ids[p] for p in ids], remaining)
-    return states
-
-
-def run_plan(runtime: RayRuntime, problem: SitesProblem, plan: Plan,
-             config: SiteRunConfig = SiteRunConfig(), *, events: Events | None = None) -> SitesRun:
-    """Carry ``plan`` out on ``runtime`` (whose cluster has a Site per scenario site, as
-    :func:`emulated_cluster` builds). Raises InfeasibleError for a plan violating (2a)-(2g),
-    ConfigError for a cluster that cannot host it, RuntimeFault if an actor fails."""
+def execute(runtime: RayRuntime, problem: SitesProblem, plan: Plan, /, *,
+            config: SiteRunConfig = SiteRunConfig(), events: Events | None = None) -> SitesRun:
+    """Carry ``plan`` (a schedule a policy made, e.g. ``simulate(problem, policy).plan``) out
+    on ``runtime``, whose cluster has a Site per scenario site (as :func:`emulated_cluster`
+    builds). ``events(kind, data)`` hears of every slot, transfer, epoch and job slot.
+    Raises InfeasibleError for a plan violating (2a)-(2g), ConfigError for a cluster that
+    cannot host it, RuntimeFault if an actor fails."""
     check_plan(problem, plan)
     started = time.perf_counter()
     sites = site_devices(runtime.cluster, problem, plan)
     stores = _stores(runtime, sites, config)
     monitor = monitor_handle(runtime, config.heartbeat_s)
-    _, val = digits_split(seed=config.seed)
+    train, val = digits_split(seed=config.seed)
     validation = encode({"x": val.x, "y": val.y, "ids": val.ids})
-    runner = SlotRunner(runtime, sites, stores, monitor, validation, config.actor_spec(),
-                        config.epochs_per_slot, config.link_time_scale,
+    runner = SlotRunner(runtime, sites, stores, monitor, validation, config.slot_settings(),
                         events or (lambda kind, data: None))
     states: dict[str, JobState] = {}
     try:
-        states.update(_load_data(problem, stores, config))
+        states.update(load_data(problem, stores, train, config.seed, config.compression))
         for slot in range(plan.n_slots):
             runner.run_slot(slot, plan.n_slots, plan.for_slot(slot), states)
         runner.finish(states)
@@ -185,18 +236,20 @@ def run_plan(runtime: RayRuntime, problem: SitesProblem, plan: Plan,
                     {n: sum(len(r) for r in s.remaining) for n, s in states.items()})
 
 
-def execute_plan(problem: SitesProblem, plan: Plan, config: SiteRunConfig = SiteRunConfig(),
-                 *, cluster: Cluster | None = None, events: Events | None = None) -> SitesRun:
-    """Start a local Ray emulating ``cluster`` (default: :func:`emulated_cluster`), run the
-    plan, shut Ray down. Devices compute at host speed (stretch 1 for the fastest type)."""
+def execute_emulated(problem: SitesProblem, plan: Plan, *,
+                     config: SiteRunConfig = SiteRunConfig(), cluster: Cluster | None = None,
+                     events: Events | None = None) -> SitesRun:
+    """Start a local Ray emulating ``cluster`` (default: :func:`emulated_cluster`),
+    :func:`execute` the plan, shut Ray down. Devices compute at host speed (stretch 1 for
+    the fastest type)."""
     check_plan(problem, plan)
-    _check_data(problem, len(digits_split(seed=config.seed)[0]))
+    check_data(problem, len(digits_split(seed=config.seed)[0]))
     cluster = cluster or emulated_cluster(problem, plan, config)
     site_devices(cluster, problem, plan)  # ConfigError before Ray starts
     fastest = max(d.speed for d in cluster.devices)
     runtime = start_local(cluster, EmulationConfig(host_speed=fastest,
                                                    host_cores=os.cpu_count() or 1))
     try:
-        return run_plan(runtime, problem, plan, config, events=events)
+        return execute(runtime, problem, plan, config=config, events=events)
     finally:
         runtime.shutdown()

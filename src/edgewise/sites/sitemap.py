@@ -14,6 +14,7 @@ from edgewise.sites.problem import JobSlot, Plan, SitesProblem
 
 __all__ = [
     "DEFAULT_DEVICE_TYPE",
+    "JobDevices",
     "SiteDevices",
     "allocate_slot",
     "devices_needed",
@@ -111,11 +112,17 @@ def site_devices(cluster: Cluster, problem: SitesProblem, plan: Plan) -> list[Si
     return out
 
 
-Placement = tuple[str, tuple[str, ...]]  # (PS device, worker devices)
+@dataclass(frozen=True, slots=True)
+class JobDevices:
+    """The devices one job's actors run on in one slot: its parameter server's device and
+    its workers' devices (one actor per device)."""
+
+    ps: str
+    workers: tuple[str, ...]
 
 
 def allocate_slot(entries: Sequence[JobSlot], sites: Sequence[SiteDevices],
-                  previous: Mapping[str, Placement]) -> dict[str, Placement]:
+                  previous: Mapping[str, JobDevices]) -> dict[str, JobDevices]:
     """Devices for every job of one slot: one actor per device. A job keeps the devices it
     had in its previous slot where the plan keeps it on their site (so its actors live on);
     the rest take free devices of the site in order."""
@@ -124,7 +131,8 @@ def allocate_slot(entries: Sequence[JobSlot], sites: Sequence[SiteDevices],
     ps: dict[str, str] = {}
     kept: dict[tuple[str, int], list[str]] = defaultdict(list)
     for e in entries:  # pass 1: keep what stays on its site
-        old_ps, old_workers = previous.get(e.job, ("", ()))
+        old = previous.get(e.job, JobDevices("", ()))
+        old_ps, old_workers = old.ps, old.workers
         if site_of.get(old_ps) == e.ps_site and old_ps in free[e.ps_site]:
             ps[e.job] = old_ps
             free[e.ps_site].remove(old_ps)
@@ -133,7 +141,7 @@ def allocate_slot(entries: Sequence[JobSlot], sites: Sequence[SiteDevices],
             if r is not None and len(kept[(e.job, r)]) < e.workers[r] and d in free[r]:
                 kept[(e.job, r)].append(d)
                 free[r].remove(d)
-    out: dict[str, Placement] = {}
+    out: dict[str, JobDevices] = {}
     for e in entries:  # pass 2: the rest from the free devices
         if e.job not in ps:
             ps[e.job] = free[e.ps_site].pop(0)
@@ -141,5 +149,5 @@ def allocate_slot(entries: Sequence[JobSlot], sites: Sequence[SiteDevices],
         for r, y in enumerate(e.workers):
             have = kept[(e.job, r)]
             workers += have + [free[r].pop(0) for _ in range(y - len(have))]
-        out[e.job] = (ps[e.job], tuple(workers))
+        out[e.job] = JobDevices(ps[e.job], tuple(workers))
     return out

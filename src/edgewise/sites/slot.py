@@ -13,13 +13,14 @@ from typing import Any
 import numpy as np
 import ray
 
+from edgewise.runtime.launch import MemberSpec
 from edgewise.runtime.ray_cluster import RayRuntime
 from edgewise.runtime.shaping import ByteCounter, ShapedLink
-from edgewise.sites.jobstate import ActorSpec, JobState
+from edgewise.sites.jobstate import JobState
 from edgewise.sites.problem import JobSlot
-from edgewise.sites.sitemap import Placement, SiteDevices, allocate_slot, link_between
+from edgewise.sites.sitemap import JobDevices, SiteDevices, allocate_slot, link_between
 
-__all__ = ["ChunkMove", "SlotRecord", "SlotRunner"]
+__all__ = ["ChunkMove", "SlotRecord", "SlotRunner", "SlotSettings"]
 
 Events = Callable[[str, dict[str, Any]], None]
 
@@ -61,15 +62,25 @@ class SlotRecord:
     wall_seconds: float
 
 
+@dataclass(frozen=True, slots=True)
+class SlotSettings:
+    """How the slots train: every actor's build (``members``), the workers' batch size, the
+    epochs per slot (None: each job's E_i) and the factor on every emulated transfer time."""
+
+    members: MemberSpec
+    batch_size: int
+    epochs_per_slot: int | None
+    time_scale: float
+
+
 class SlotRunner:
     """Runs the slots of a plan; keeps every record, chunk move and checkpoint byte count."""
 
     def __init__(self, runtime: RayRuntime, sites: list[SiteDevices], stores: list[Any],
-                 monitor: Any, validation: bytes, spec: ActorSpec, epochs_per_slot: int | None,
-                 time_scale: float, events: Events) -> None:
+                 monitor: Any, validation: bytes, settings: SlotSettings,
+                 events: Events) -> None:
         self.runtime, self.sites, self.stores, self.monitor = runtime, sites, stores, monitor
-        self.validation, self.spec, self.epochs_per_slot = validation, spec, epochs_per_slot
-        self.time_scale, self.events = time_scale, events
+        self.validation, self.settings, self.events = validation, settings, events
         self.site_of = {d: r for r, s in enumerate(sites) for d in (s.store, *s.compute)}
         self.records: list[SlotRecord] = []
         self.moves: list[ChunkMove] = []
@@ -85,20 +96,21 @@ class SlotRunner:
         for state in states.values():
             if state.name not in active:
                 self._stop_actors(state)
-        previous = {s.name: (s.ps_device, tuple(s.workers)) for s in states.values() if s.ps}
-        placements = allocate_slot(entries, self.sites, previous)
+        previous = {s.name: JobDevices(s.ps_device, tuple(s.workers))
+                    for s in states.values() if s.ps}
+        assigned = allocate_slot(entries, self.sites, previous)
         with ThreadPoolExecutor(max_workers=max(1, len(entries))) as pool:
-            list(pool.map(lambda e: self._run_entry(e, states[e.job], placements[e.job]),
+            list(pool.map(lambda e: self._run_entry(e, states[e.job], assigned[e.job]),
                           entries))
         self.events("slot_end", {"slot": slot, "n_slots": n_slots})
 
-    def _run_entry(self, entry: JobSlot, state: JobState, placement: Placement) -> None:
+    def _run_entry(self, entry: JobSlot, state: JobState, assigned: JobDevices) -> None:
         t0 = time.perf_counter()
         trained = self._transfer(entry, state)
-        restored = self._place(entry, state, placement)
+        restored = self._place(entry, state, assigned)
         before = state.accuracy
         samples = self._load_shards(entry, state, trained)
-        epochs = self.epochs_per_slot or state.job.epochs
+        epochs = self.settings.epochs_per_slot or state.job.epochs
         for _ in range(epochs):
             self._epoch(entry, state)
         ray.get([self.stores[r].drop.remote(state.name, c) for r, c in trained.items()])
@@ -109,7 +121,7 @@ class SlotRunner:
         record = SlotRecord(
             state.name, entry.slot, self.sites[entry.ps_site].site,
             {self.sites[r].site: y for r, y in enumerate(entry.workers) if y},
-            placement[0], placement[1], sum(len(c) for c in trained.values()), samples,
+            assigned.ps, assigned.workers, sum(len(c) for c in trained.values()), samples,
             epochs, state.accuracy, before, restored, moved, ps_moved,
             time.perf_counter() - t0)
         self.records.append(record)
@@ -134,16 +146,17 @@ class SlotRunner:
             self.events("transfer", {"move": move})
         return trained
 
-    def _place(self, entry: JobSlot, state: JobState, placement: Placement) -> float | None:
+    def _place(self, entry: JobSlot, state: JobState, assigned: JobDevices) -> float | None:
         """Start the PS (restoring the checkpoint, shipped over the inter-site link if it
         was taken at another site) unless it stays on its device; start and stop workers.
         Returns the restored model's accuracy when a checkpoint was restored."""
-        ps_device, worker_devices = placement
+        ps_device, worker_devices = assigned.ps, assigned.workers
         restored = None
         if state.ps is None or state.ps_device != ps_device:
             self._stop_actors(state)
             self._ship_checkpoint(state, ps_device)
-            state.start_ps(self.runtime, self.spec, ps_device, entry.slot, self.validation)
+            state.start_ps(self.runtime, self.settings.members, ps_device, entry.slot,
+                           self.validation)
             if state.checkpoint is not None:
                 restored = self._evaluate(state)
         for device in [d for d in state.workers if d not in worker_devices]:
@@ -151,8 +164,8 @@ class SlotRunner:
         for device in worker_devices:
             if device not in state.workers:
                 store = self.sites[self.site_of[device]].store
-                state.start_worker(self.runtime, self.spec, device, entry.slot, store,
-                                   self.monitor)
+                state.start_worker(self.runtime, self.settings.members, device, entry.slot,
+                                   store, self.monitor, self.settings.batch_size)
         return restored
 
     def _apart(self, a: str, b: str) -> bool:
@@ -163,7 +176,7 @@ class SlotRunner:
         if state.checkpoint is None or not self._apart(state.checkpoint_device, ps_device):
             return
         link = ShapedLink(link_between(self.runtime.cluster, state.checkpoint_device,
-                                       ps_device), time_scale=self.time_scale)
+                                       ps_device), time_scale=self.settings.time_scale)
         link.transmit(len(state.checkpoint))
         self.counter.record(link.key, raw_bytes=len(state.checkpoint),
                             wire_bytes=len(state.checkpoint))

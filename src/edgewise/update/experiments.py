@@ -7,13 +7,13 @@ from collections.abc import Mapping
 
 import numpy as np
 
+from edgewise.perf.calibrated_constants import SIFT_PERIOD_MS
 from edgewise.perf.schema import PerfModel
 from edgewise.update.problem import AppLimit, UpdateProblem, WorkerState
 
 __all__ = ["PAPER_SAMPLES", "TESTBED_WORKERS", "random_cluster_problem", "testbed_problem"]
 
 PAPER_SAMPLES = 3855  # Caltech-256 samples of the paper's model update (§V-A)
-SIFT_PERIOD_MS = 200.0
 TESTBED_WORKERS = (("tx2-0", "jetson-tx2"), ("nano-0", "jetson-nano"),
                    ("nano-1", "jetson-nano"), ("nano-2", "jetson-nano"))
 
@@ -32,7 +32,7 @@ def _stressed(rng: np.random.Generator) -> tuple[float, float, float]:
             base[2] + float(rng.choice(MEM_STRESS)))
 
 
-def _worker(name: str, dtype: str, truth: Mapping[str, PerfModel],
+def _stressed_worker(name: str, dtype: str, truth: Mapping[str, PerfModel],
             rng: np.random.Generator, margin: float = 0.0) -> WorkerState:
     """A worker with SIFT plus random stressors such that SIFT still meets its deadline at
     the initial state (§V-C: "the initial state of every node does not violate the
@@ -53,7 +53,8 @@ def testbed_problem(rng: np.random.Generator, models: Mapping[str, PerfModel],
     a Raspberry Pi 4 parameter server with a random CPU stress. ``margins`` (per device
     type) lowers δ to deadline / (1 + margin) to absorb the models' relative error."""
     margins = margins or {}
-    workers = tuple(_worker(n, t, truth, rng, margins.get(t, 0.0)) for n, t in TESTBED_WORKERS)
+    workers = tuple(_stressed_worker(n, t, truth, rng, margins.get(t, 0.0))
+                    for n, t in TESTBED_WORKERS)
     ps = (10.0 + float(rng.choice(PS_CPU_STRESS)), 0.0, 30.0)
     return UpdateProblem(workers, ps, PAPER_SAMPLES, models)
 
@@ -63,6 +64,6 @@ def random_cluster_problem(n_devices: int, rng: np.random.Generator,
                            truth: Mapping[str, PerfModel]) -> UpdateProblem:
     """``n_devices`` TX2 and Nano workers (1:3) with random stress, for solver timing."""
     types = rng.choice(["jetson-tx2", "jetson-nano", "jetson-nano", "jetson-nano"], n_devices)
-    workers = tuple(_worker(f"d{i:04d}", str(t), truth, rng) for i, t in enumerate(types))
+    workers = tuple(_stressed_worker(f"d{i:04d}", str(t), truth, rng) for i, t in enumerate(types))
     ps = (10.0 + float(rng.choice(PS_CPU_STRESS)), 0.0, 30.0)
     return UpdateProblem(workers, ps, PAPER_SAMPLES * max(1, n_devices // 4), models)

@@ -8,9 +8,14 @@ from dataclasses import dataclass, field
 from edgewise.errors import ConfigError
 from edgewise.perf.schema import PerfModel
 
-__all__ = ["MEM_LIMIT_PERCENT", "AppLimit", "UpdatePlan", "UpdateProblem", "WorkerState"]
+__all__ = ["MEM_LIMIT_PERCENT", "USER_BATCH", "AppLimit", "UpdatePlan", "UpdateProblem",
+           "WorkerState"]
 
 MEM_LIMIT_PERCENT = 85.0  # GetMaxBatchSize's default limit: where the calibrated devices swap
+# The batch a user asks for, which the fair baseline keeps (a Deep-Edge headline default,
+# docs/deep-edge.md). Source: ours; the paper states no batch for fair, and 32 is Fig. 3's
+# reference batch of the calibrated profiles (perf.calibrated_constants.REFERENCE_BATCH).
+USER_BATCH = 32
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,7 +59,7 @@ class UpdateProblem:
     epsilon: float = 1.0
     tau: int = 50
     mem_limit_percent: float = MEM_LIMIT_PERCENT
-    user_batch: int = 32  # the batch size a user asks for (the fair baseline keeps it)
+    user_batch: int = USER_BATCH  # the batch a user asks for (the fair baseline keeps it)
     epochs: int = 1
     transfer_s_per_sample: Mapping[str, float] = field(default_factory=dict)
     init_s: Mapping[str, float] = field(default_factory=dict)

@@ -1,5 +1,5 @@
-"""Carries an update plan out: the core training engine (asynchronous parameter server) on
-the cluster, with each worker's background apps really running beside it."""
+"""Carries an update plan out (``execute``): the core training engine (asynchronous parameter
+server) on the cluster, with each worker's background apps really running beside it."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import ray
 
 from edgewise.cluster.model import Cluster, Role
 from edgewise.perf.calibrated import calibrated
-from edgewise.runtime.background import BackgroundAppActor
+from edgewise.runtime.app_actor import BackgroundAppActor
 from edgewise.runtime.engine import TrainResult, train
 from edgewise.runtime.health import StrikeLedger
 from edgewise.runtime.plan import TrainConfig, TrainPlan
@@ -20,7 +20,7 @@ from edgewise.runtime.ray_cluster import RayRuntime
 from edgewise.update.cost import integer_shards
 from edgewise.update.problem import AppLimit, UpdatePlan, UpdateProblem, WorkerState
 
-__all__ = ["UpdateRun", "cluster_problem", "run_update", "to_train_plan"]
+__all__ = ["UpdateRun", "cluster_problem", "execute", "to_train_plan"]
 
 Events = Callable[[str, dict[str, Any]], None]
 
@@ -64,18 +64,22 @@ class UpdateRun:
     apps: tuple[dict[str, Any], ...]
 
 
-def run_update(runtime: RayRuntime, plan: UpdatePlan, config: TrainConfig, n_samples: int, *,
-               ledger: StrikeLedger | None = None, events: Events | None = None) -> UpdateRun:
-    """Start every background app of the cluster on its device, run the plan through the
-    training engine, stop the apps and collect their deadline misses."""
+def execute(runtime: RayRuntime, problem: UpdateProblem, plan: UpdatePlan, /, *,
+            config: TrainConfig | None = None, ledger: StrikeLedger | None = None,
+            events: Events | None = None) -> UpdateRun:
+    """Carry out the plan a policy made for ``problem`` (the anatomy's executor): start every
+    background app of the runtime's cluster on its device, train the plan's shards of the
+    ``problem.n_samples`` samples through the core engine (``config``: epochs, seed, early
+    stop; default ``TrainConfig()``), stop the apps and collect their deadline misses."""
     cluster = runtime.cluster
     apps = [BackgroundAppActor.options(  # type: ignore[attr-defined]
         **runtime.actor_options(a.device, 128, name=f"app-{a.name}")
     ).remote(a.name, a.kind, a.period_ms, a.deadline_ms, i) for i, a in
         enumerate(cluster.background_apps)]
-    train_plan = to_train_plan(cluster, plan, n_samples)
+    train_plan = to_train_plan(cluster, plan, problem.n_samples)
     try:
-        result = train(runtime, config, train_plan, ledger=ledger, events=events)
+        result = train(runtime, config or TrainConfig(), train_plan, ledger=ledger,
+                       events=events)
     finally:
         stats = tuple(ray.get([a.stop.remote() for a in apps]))
         for a in apps:

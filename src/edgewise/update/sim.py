@@ -1,22 +1,29 @@
-"""Scores an update plan under a performance model (the calibrated ground truth by default
-in the benchmark): epoch time with integer batches, total cost (§III-A4), deadline misses."""
+"""Simulates a model update: a policy plans it, a performance model scores the plan (epoch
+time with integer batches, total cost of §III-A4, deadline misses).
+
+``simulate(problem, policy, *, seed)`` is the anatomy's simulator (edgewise.anatomy);
+``score(problem, plan, truth)`` scores a plan made elsewhere (the benchmark scores plans made
+with learned models under the calibrated ground truth).
+"""
 
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from edgewise.perf.schema import PerfModel
+from edgewise.update.policies import REGISTRY, Policy
 from edgewise.update.problem import UpdatePlan, UpdateProblem
 
-__all__ = ["SimResult", "simulate"]
+__all__ = ["PlanScore", "UpdateOutcome", "score", "simulate"]
 
 
 @dataclass(frozen=True, slots=True)
-class SimResult:
+class PlanScore:
     """What a plan costs: epoch time (s), per-worker epoch times, total cost for
     ``problem.epochs`` epochs with transfer and initialisation, each app's exec time (ms) and
     the apps that miss their deadline."""
@@ -28,7 +35,17 @@ class SimResult:
     violations: tuple[str, ...]
 
 
-def _worker(problem: UpdateProblem, model: PerfModel, state: np.ndarray, d: int, b: int,
+@dataclass(frozen=True, slots=True)
+class UpdateOutcome:
+    """A simulated update: the policy's plan, its score, and ``timings`` (the policy's
+    wall-clock ``decision_seconds``), kept apart from the deterministic figures."""
+
+    plan: UpdatePlan
+    score: PlanScore
+    timings: Mapping[str, float] = field(default_factory=dict, compare=False)
+
+
+def _worker_epoch(problem: UpdateProblem, model: PerfModel, state: np.ndarray, d: int, b: int,
             mean_b: float, n: int) -> tuple[float, np.ndarray]:
     """epochTime_i = B_i (b_i t^compute + t^update) with B_i = ⌈d_i / b_i⌉ (§III-A3)."""
     one = np.array([float(b)])
@@ -38,8 +55,8 @@ def _worker(problem: UpdateProblem, model: PerfModel, state: np.ndarray, d: int,
     return math.ceil(d / b) * (b * t_c + t_u), model.new_state(state, one)
 
 
-def simulate(problem: UpdateProblem, plan: UpdatePlan,
-             truth: Mapping[str, PerfModel] | None = None) -> SimResult:
+def score(problem: UpdateProblem, plan: UpdatePlan,
+          truth: Mapping[str, PerfModel] | None = None) -> PlanScore:
     """Evaluate ``plan`` with ``truth`` models (default: the problem's own models)."""
     models = truth or problem.models
     workers = plan.workers
@@ -51,8 +68,9 @@ def simulate(problem: UpdateProblem, plan: UpdatePlan,
         model, state = models[w.device_type], np.array([w.state], dtype=np.float64)
         d = plan.shards.get(w.device, 0)
         if d > 0:
-            epochs[w.device], state = _worker(problem, model, state, d, plan.batch_sizes[w.device],
-                                              mean_b, len(workers))
+            epochs[w.device], state = _worker_epoch(problem, model, state, d,
+                                                    plan.batch_sizes[w.device], mean_b,
+                                                    len(workers))
         for app in w.apps:
             exec_ms[app.name] = float(model.exec_time(app.kind, state)[0])
             if exec_ms[app.name] > app.deadline:
@@ -60,4 +78,19 @@ def simulate(problem: UpdateProblem, plan: UpdatePlan,
     total = max((problem.transfer_s_per_sample.get(w, 0.0) * plan.shards[w]
                  + problem.init_s.get(w, 0.0) + epochs[w] * problem.epochs for w in epochs),
                 default=0.0)
-    return SimResult(max(epochs.values(), default=0.0), epochs, total, exec_ms, tuple(violations))
+    return PlanScore(max(epochs.values(), default=0.0), epochs, total, exec_ms,
+                     tuple(violations))
+
+
+def simulate(problem: UpdateProblem, policy: str | Policy, *, seed: int = 0,
+             truth: Mapping[str, PerfModel] | None = None) -> UpdateOutcome:
+    """Plan with ``policy`` (a registered name or a callable ``(problem, rng) -> plan``; its
+    generator comes from ``seed``), then score the plan with ``truth`` (default: the
+    problem's own models). Deterministic for a seed apart from ``timings``.
+
+    Raises InfeasibleError (from the policy) when no plan keeps every constraint."""
+    plan_with = REGISTRY.get(policy) if isinstance(policy, str) else policy
+    started = time.perf_counter()
+    plan = plan_with(problem, np.random.default_rng(seed))
+    decided = time.perf_counter() - started
+    return UpdateOutcome(plan, score(problem, plan, truth), {"decision_seconds": decided})

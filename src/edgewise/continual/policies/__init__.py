@@ -1,4 +1,5 @@
-"""Ekya scheduling policies, registered by name: ``plan = POLICIES[name](problem, rng)``."""
+"""Ekya scheduling policies, registered once by name: ``plan = REGISTRY.get(name)(problem,
+rng)``, each a pure function of one decision's ``ContinualProblem`` (Algorithm 1's inputs)."""
 
 from __future__ import annotations
 
@@ -9,16 +10,11 @@ import numpy as np
 from edgewise.continual.problem import ContinualPlan, ContinualProblem
 from edgewise.registry import Registry
 
-__all__ = ["POLICIES", "Policy", "get_policy", "register"]
+__all__ = ["POLICIES", "REGISTRY", "Policy", "get_policy", "register"]
 
 Policy = Callable[[ContinualProblem, np.random.Generator], ContinualPlan]
 
-
-def _load() -> None:
-    from edgewise.continual.policies import exact, thief, uniform  # noqa: F401
-
-
-_REGISTRY: Registry[Policy] = Registry(_load)
-POLICIES = _REGISTRY.entries
-register = _REGISTRY.register
-get_policy = _REGISTRY.get
+REGISTRY: Registry[Policy] = Registry("edgewise.continual.policies")
+POLICIES = REGISTRY.entries  # filled on the first lookup (Registry.load)
+register = REGISTRY.register
+get_policy = REGISTRY.get

@@ -61,11 +61,12 @@ def fair_units(jobs: list[int], n_ids: int, budget: int) -> tuple[int, ...]:
     return tuple(units)
 
 
-def build_lattice(problem: ContinualProblem) -> Lattice:
-    """The lattice and PickConfigs tables for ``problem``."""
+def build_lattice(problem: ContinualProblem, checkpoints: bool = False) -> Lattice:
+    """The lattice and PickConfigs tables for ``problem``; with ``checkpoints`` the tables
+    use the checkpoint-aware estimate (``estimate.checkpoint_value``)."""
     budget = math.floor(problem.accelerators / problem.delta + EPS)
     shares = problem.delta * np.arange(budget + 1, dtype=np.float64)
-    tables = tuple(stream_table(s, shares, problem.window_s, problem.a_min)
+    tables = tuple(stream_table(s, shares, problem.window_s, problem.a_min, checkpoints)
                    for s in problem.streams)
     has_job = tuple(bool(s.retrain) for s in problem.streams)
     n = len(problem.streams)

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from edgewise.modelparallel.policies import Method, register
+from edgewise.modelparallel.policies import REGISTRY, Method
 from edgewise.modelparallel.schedule import decide_marl
-from edgewise.modelparallel.shield import centralized_shield
 
 __all__ = ["srole_c"]
 
 
-@register("srole-c")
+@REGISTRY.register("srole-c")
 def srole_c() -> Method:
-    """MARL agents, their joint action corrected by Algorithm 1 at the cluster head."""
-    return Method("srole-c", decide_marl, centralized_shield)
+    """MARL's CQ-learning agents, their joint action corrected by Algorithm 1 at the cluster
+    head."""
+    return Method("srole-c", decide_marl, "centralized", learner="cq")

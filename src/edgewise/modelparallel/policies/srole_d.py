@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from edgewise.modelparallel.policies import Method, register
+from edgewise.modelparallel.policies import REGISTRY, Method
 from edgewise.modelparallel.schedule import decide_marl
-from edgewise.modelparallel.shield import decentralized_shield
 
 __all__ = ["srole_d"]
 
 
-@register("srole-d")
+@REGISTRY.register("srole-d")
 def srole_d() -> Method:
-    """MARL agents, shielded per sub-cluster, boundary collisions settled by a delegate."""
-    return Method("srole-d", decide_marl, decentralized_shield)
+    """MARL's CQ-learning agents, shielded per sub-cluster, boundary collisions settled by
+    a delegate."""
+    return Method("srole-d", decide_marl, "decentralized", learner="cq")

@@ -1,4 +1,5 @@
-"""Partition-and-placement policies, registered by name: ``plan = POLICIES[name](problem, rng)``.
+"""Partition-and-placement policies, registered by name: ``plan = REGISTRY.get(name)(problem,
+rng)``.
 
 Every policy is a pure function of ``(problem, rng)`` returning a
 :class:`~edgewise.pipeline.problem.PipelinePlan`; hyper-parameters are keyword-only
@@ -15,22 +16,12 @@ import numpy as np
 from edgewise.pipeline.problem import PipelinePlan, PipelineProblem
 from edgewise.registry import Registry
 
-__all__ = ["POLICIES", "Policy", "get_policy", "register"]
+__all__ = ["POLICIES", "REGISTRY", "Policy", "get_policy", "register"]
 
 Policy = Callable[[PipelineProblem, np.random.Generator], PipelinePlan]
 
-
-def _load() -> None:
-    from edgewise.pipeline.policies import (  # noqa: F401  (registers)
-        bottleneck_dp,
-        exact,
-        joint_greedy,
-        random_policy,
-        seifer,
-    )
-
-
-_REGISTRY: Registry[Policy] = Registry(_load)
-POLICIES = _REGISTRY.entries
-register = _REGISTRY.register
-get_policy = _REGISTRY.get
+REGISTRY: Registry[Policy] = Registry("edgewise.pipeline.policies")
+"""The pipeline's policies by name (each module of this package registers its own)."""
+POLICIES = REGISTRY.entries  # filled on the first lookup (Registry.load)
+register = REGISTRY.register
+get_policy = REGISTRY.get

@@ -1,18 +1,24 @@
-"""Okita policies, registered by name: ``policy = POLICIES[name](problem, rng)``; the
-simulator calls ``policy.step(state)`` once per slot and applies the returned decisions."""
+"""Okita policies, registered by name: ``policy = REGISTRY.get(name)(problem, rng)`` makes an
+online policy (:class:`edgewise.anatomy.OnlinePolicy`); the loop (the simulator) calls
+``policy.step(state)`` once per slot, applies the returned decisions and tells the policy
+what they did with ``policy.learn(feedback)``.
+
+A policy does no I/O and reads no clock; all its randomness comes from its ``rng``.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Protocol
 
 import numpy as np
 
+from edgewise.anatomy import OnlinePolicy
 from edgewise.registry import Registry
 from edgewise.sites.problem import JobSlot, SitesProblem
 
-__all__ = ["POLICIES", "OnlinePolicy", "PolicyFactory", "SlotState", "get_policy", "register"]
+__all__ = ["POLICIES", "REGISTRY", "PolicyFactory", "Rule", "SlotFeedback", "SlotPolicy",
+           "SlotState", "get_policy", "register"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,27 +30,35 @@ class SlotState:
     remaining: Mapping[str, tuple[int, ...]]
 
 
-class OnlinePolicy(Protocol):
-    """A scheduler driven slot by slot; ``step`` returns that slot's decisions: one JobSlot
-    per job that trains in slot t (no I/O, no clock; all randomness from its rng)."""
+@dataclass(frozen=True, slots=True)
+class SlotFeedback:
+    """What the loop tells a policy after applying its decisions of slot t: the decisions,
+    the bandwidth cost they incurred (Eq. 1: data transfer + parameter exchange) and the
+    jobs that finished in the slot (their latency cost f_i is then known)."""
 
-    def step(self, state: SlotState) -> tuple[JobSlot, ...]: ...
-
-
-PolicyFactory = Callable[[SitesProblem, np.random.Generator], OnlinePolicy]
-
-
-def _load() -> None:
-    from edgewise.sites.policies import (  # noqa: F401  (registers)
-        drf,
-        fifo,
-        oasis,
-        offline_opt,
-        okita,
-    )
+    slot: int
+    applied: tuple[JobSlot, ...]
+    bandwidth_cost: float
+    finished: tuple[str, ...]
 
 
-_REGISTRY: Registry[PolicyFactory] = Registry(_load)
-POLICIES = _REGISTRY.entries
-register = _REGISTRY.register
-get_policy = _REGISTRY.get
+SlotPolicy = OnlinePolicy[SlotState, tuple[JobSlot, ...]]
+"""An Okita scheduler: ``step(SlotState) -> decisions`` (one JobSlot per job that trains in
+slot t), ``learn(SlotFeedback)``."""
+
+PolicyFactory = Callable[[SitesProblem, np.random.Generator], SlotPolicy]
+
+
+class Rule:
+    """Base of the rule-based schedulers: they decide from the state alone and learn
+    nothing from the feedback."""
+
+    def learn(self, feedback: SlotFeedback, /) -> None:
+        """Nothing to learn (a rule)."""
+
+
+REGISTRY: Registry[PolicyFactory] = Registry("edgewise.sites.policies")
+"""The Okita policies by name (each module of this package registers its own)."""
+POLICIES = REGISTRY.entries  # filled on the first lookup (Registry.load)
+register = REGISTRY.register
+get_policy = REGISTRY.get

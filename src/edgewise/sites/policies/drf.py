@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from edgewise.sites.placement import Geometry
-from edgewise.sites.policies import SlotState, register
+from edgewise.sites.policies import Rule, SlotState, register
 from edgewise.sites.policies.fifo import _advance
 from edgewise.sites.policies.fixed import FixedRun, start_fixed
 from edgewise.sites.problem import Job, JobSlot, SitesProblem
@@ -24,7 +24,7 @@ def fair_workers(job: Job, total: np.ndarray, n_active: int) -> int:
     return max(1, int(np.floor((room + 1e-9) / m[pos]).min()))
 
 
-class Drf:
+class Drf(Rule):
     """Dominant resource fairness with fixed deployments."""
 
     def __init__(self, problem: SitesProblem, rng: np.random.Generator) -> None:

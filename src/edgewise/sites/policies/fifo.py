@@ -7,14 +7,14 @@ from __future__ import annotations
 import numpy as np
 
 from edgewise.sites.placement import Geometry, assignable
-from edgewise.sites.policies import SlotState, register
+from edgewise.sites.policies import Rule, SlotState, register
 from edgewise.sites.policies.fixed import FixedRun, start_fixed
 from edgewise.sites.problem import JobSlot, SitesProblem
 
 __all__ = ["Fifo", "fifo"]
 
 
-class Fifo:
+class Fifo(Rule):
     """First in, first out, with fixed deployments."""
 
     def __init__(self, problem: SitesProblem, rng: np.random.Generator) -> None:

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from edgewise.sites.placement import Geometry, assignable
-from edgewise.sites.policies import SlotState, register
+from edgewise.sites.policies import Rule, SlotState, register
 from edgewise.sites.policies.common import emit
 from edgewise.sites.problem import Job, JobSlot, SitesProblem
 
@@ -27,7 +27,7 @@ class _Slot:
     ps_site: int
 
 
-class Oasis:
+class Oasis(Rule):
     """Price-based online scheduling: it knows resource prices, not bandwidth costs."""
 
     def __init__(self, problem: SitesProblem, rng: np.random.Generator) -> None:

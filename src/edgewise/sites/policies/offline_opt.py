@@ -13,7 +13,7 @@ import numpy as np
 
 from edgewise.errors import InfeasibleError
 from edgewise.sites.placement import assignable
-from edgewise.sites.policies import SlotState, register
+from edgewise.sites.policies import Rule, SlotState, register
 from edgewise.sites.problem import Job, JobSlot, SitesProblem, Transfer
 
 __all__ = ["OfflineOpt", "offline_opt", "solve_offline"]
@@ -147,7 +147,7 @@ def solve_offline(problem: SitesProblem,
     return tuple(_entries(problem, jvars, x)), float(h.getInfo().objective_function_value)
 
 
-class OfflineOpt:
+class OfflineOpt(Rule):
     """Replays the offline optimum slot by slot (it sees the future: the ratio's yardstick)."""
 
     def __init__(self, problem: SitesProblem, rng: np.random.Generator) -> None:

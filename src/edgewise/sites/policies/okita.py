@@ -17,7 +17,7 @@ from edgewise.sites.placement import (
     pa_all,
     site_capacity,
 )
-from edgewise.sites.policies import SlotState, register
+from edgewise.sites.policies import Rule, SlotState, register
 from edgewise.sites.policies.common import charge, emit, fits
 from edgewise.sites.problem import Job, JobSlot, SitesProblem
 
@@ -38,7 +38,7 @@ class Tentative:
     total: float
 
 
-class Okita:
+class Okita(Rule):
     """Alg. 1 with PA (Alg. 2) and DTA (Alg. 3); α and β come from the problem."""
 
     def __init__(self, problem: SitesProblem, rng: np.random.Generator) -> None:

@@ -1,4 +1,9 @@
-"""Model-update policies, registered by name: ``plan = POLICIES[name](problem, rng)``."""
+"""Model-update policies, registered by name: ``plan = REGISTRY.get(name)(problem, rng)``.
+
+``deep-edge`` (Algorithm 1 with GetMaxBatchSize also enforcing the pressure constraint),
+``deep-edge-literal`` (Algorithm 1 as printed), ``fair`` (the §V-C baseline) and ``exact``
+(the oracle for small instances). Each module registers its own with one decorator.
+"""
 
 from __future__ import annotations
 
@@ -9,16 +14,12 @@ import numpy as np
 from edgewise.registry import Registry
 from edgewise.update.problem import UpdatePlan, UpdateProblem
 
-__all__ = ["POLICIES", "Policy", "get_policy", "register"]
+__all__ = ["POLICIES", "REGISTRY", "Policy", "get_policy", "register"]
 
 Policy = Callable[[UpdateProblem, np.random.Generator], UpdatePlan]
+"""A pure planning policy: no I/O, no Ray; all randomness from the generator."""
 
-
-def _load() -> None:
-    from edgewise.update.policies import deep_edge, exact, fair  # noqa: F401  (registers)
-
-
-_REGISTRY: Registry[Policy] = Registry(_load)
-POLICIES = _REGISTRY.entries
-register = _REGISTRY.register
-get_policy = _REGISTRY.get
+REGISTRY: Registry[Policy] = Registry("edgewise.update.policies")
+POLICIES = REGISTRY.entries  # filled on the first lookup (Registry.load)
+register = REGISTRY.register
+get_policy = REGISTRY.get

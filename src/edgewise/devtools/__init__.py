@@ -1,0 +1,1 @@
+"""Developer tools of a source checkout (not used at run time)."""

@@ -1,0 +1,140 @@
+"""Generic inference stage actors (SEIFER §4.3): a model partition pinned to a device that
+forwards its output over a shaped link, and the dispatcher's IO endpoint."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import ray
+import torch
+from torch import nn
+
+from edgewise.cluster.model import Link
+from edgewise.runtime.emulation import emulated_compute
+from edgewise.runtime.shaping import ByteCounter, ShapedLink
+from edgewise.wire.activation import ActivationCodec, decode_activation, encode_activation
+from edgewise.wire.state import materialize
+
+__all__ = ["DispatchEndpoint", "StageActor"]
+
+
+@ray.remote(concurrency_groups={"control": 2, "data": 8})  # type: ignore[call-overload]
+class StageActor:
+    """One pipeline stage pinned to its device (SEIFER §4.3.1, the inference pod).
+
+    :meth:`process` decodes a frame, runs the partition under ``emulated_compute(stretch)``,
+    encodes the result with ``codec`` and forwards it to the next hop's ``process`` after
+    waiting the emulated transfer time of the link between the two devices. Compute is one
+    request at a time (the device's CPU) and so is the outgoing link (its bandwidth), but the
+    two overlap across requests, like SEIFER's separate runtime and IO containers.
+
+    Parameters
+    ----------
+    name, device : str
+        The actor's name and the device it runs on.
+    skeleton : nn.Module
+        The partition's structure, tensors on ``meta`` (see :func:`stage_payload`).
+    weights : bytes
+        The partition's state dict as a transport frame.
+    stretch : float
+        Emulated seconds per host CPU second (1.0 on a real device).
+    codec : ActivationCodec
+        How outgoing activations are compressed.
+    """
+
+    def __init__(self, name: str, device: str, skeleton: nn.Module, weights: bytes,
+                 stretch: float, codec: ActivationCodec) -> None:
+        torch.set_num_threads(1)
+        self.name, self.device, self.stretch, self.codec = name, device, stretch, codec
+        self.module = materialize(skeleton, weights)
+        self.counter = ByteCounter()
+        self.processed = 0
+        self._compute = threading.Lock()
+        self._wire = threading.Lock()  # the outgoing link; also guards the next hop
+        self._next: Any = None
+        self._link: ShapedLink | None = None
+
+    @ray.method(concurrency_group="control")
+    def connect(self, next_hop: Any, link: Link) -> None:
+        """Send results to ``next_hop`` (an actor with ``process(frame)``) over ``link``."""
+        with self._wire:
+            self._next, self._link = next_hop, ShapedLink(link)
+
+    @ray.method(concurrency_group="control")
+    def ping(self) -> str:
+        """Liveness probe for the dispatcher; answered even while frames are processed."""
+        return self.name
+
+    @ray.method(concurrency_group="control")
+    def counts(self) -> dict[str, int]:
+        """Frames and bytes this stage sent, and how many frames it processed."""
+        return self.counter.snapshot_dict() | {"processed": self.processed}
+
+    @ray.method(concurrency_group="data")
+    def process(self, frame: bytes) -> None:
+        """Run the partition on one request's activation and forward the result."""
+        with self._compute, emulated_compute(self.stretch), torch.inference_mode():
+            x, meta = decode_activation(frame)
+            y = self.module(x)
+            out = encode_activation(y, meta, self.codec)
+            self.processed += 1
+        with self._wire:
+            if self._link is None:
+                raise RuntimeError(f"stage {self.name} is not connected")
+            self._link.transmit(len(out))
+            self.counter.record(self._link.key, raw_bytes=y.numel() * y.element_size(),
+                                wire_bytes=len(out))
+            self._next.process.remote(out)
+
+
+@ray.remote(concurrency_groups={"control": 2, "data": 8, "collect": 1})  # type: ignore[call-overload]
+class DispatchEndpoint:
+    """The dispatcher's IO on its device (SEIFER §4.3.2): sends request frames to the first
+    stage over the shaped link and keeps the results the last stage sends back."""
+
+    def __init__(self) -> None:
+        self.counter = ByteCounter()
+        self._wire = threading.Lock()
+        self._ready = threading.Condition()
+        self._results: list[bytes] = []
+        self._next: Any = None
+        self._link: ShapedLink | None = None
+
+    @ray.method(concurrency_group="control")
+    def connect(self, next_hop: Any, link: Link) -> None:
+        """Send requests to ``next_hop`` (the first stage) over ``link``."""
+        with self._wire:
+            self._next, self._link = next_hop, ShapedLink(link)
+
+    @ray.method(concurrency_group="control")
+    def ping(self) -> str:
+        return "endpoint"
+
+    @ray.method(concurrency_group="control")
+    def counts(self) -> dict[str, int]:
+        return self.counter.snapshot_dict()
+
+    @ray.method(concurrency_group="data")
+    def inject(self, frame: bytes, raw_bytes: int) -> None:
+        """Carry one request frame over the link to the first stage."""
+        with self._wire:
+            assert self._link is not None, "endpoint not connected"
+            self._link.transmit(len(frame))
+            self.counter.record(self._link.key, raw_bytes=raw_bytes, wire_bytes=len(frame))
+            self._next.process.remote(frame)
+
+    @ray.method(concurrency_group="data")
+    def process(self, frame: bytes) -> None:
+        """A result from the last stage (the last stage shaped the link already)."""
+        with self._ready:
+            self._results.append(frame)
+            self._ready.notify_all()
+
+    @ray.method(concurrency_group="collect")
+    def collect(self, wait_s: float) -> list[bytes]:
+        """The result frames received so far, waiting up to ``wait_s`` for the first one."""
+        with self._ready:
+            self._ready.wait_for(lambda: bool(self._results), timeout=wait_s)
+            out, self._results = self._results, []
+        return out

@@ -1,0 +1,217 @@
+"""A real 4-node testbed on this host (root): Ray nodes in namespaces and cgroups, shaped
+links, a second testbed beside it (interrupted halfway, then up), node-level faults, a
+parameter-server job that survives a killed device and a cut link, and a clean down."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import ExitStack
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import ray
+import yaml
+
+from edgewise.nn.data import digits_split
+from edgewise.runtime.engine import train
+from edgewise.runtime.faults import KillMidEpoch
+from edgewise.runtime.plan import TrainConfig, equal_plan
+from edgewise.testbed import host, lifecycle, session
+from edgewise.testbed.measure import cpu_quota_ratios, measure_links
+from edgewise.testbed.nodes import node_env, spawn_in
+from edgewise.testbed.record import read_record
+from edgewise.testbed.teardown import leftovers
+from tests.testbed.conftest import require_testbed_host
+
+pytestmark = pytest.mark.ray
+NAME = "pytest-live"
+OTHER = "pytest-other"
+EDGEWISE = str(Path(sys.executable).parent / "edgewise")
+TRAIN_IDS = np.sort(digits_split()[0].ids)
+HOST_NETNS = os.open("/proc/thread-self/ns/net", os.O_RDONLY)  # before any join
+
+
+@dataclass
+class Live:
+    tb: session.Testbed
+    stack: ExitStack
+    state: Path
+    cluster_file: Path
+
+    def env(self) -> dict[str, str]:
+        return os.environ | {"EDGEWISE_STATE_DIR": str(self.state)}
+
+
+@pytest.fixture(scope="module")
+def live(testbed_cluster_file: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
+    require_testbed_host()
+    state = tmp_path_factory.mktemp("state")
+    stack = ExitStack()
+    tb = stack.enter_context(session.testbed(testbed_cluster_file, NAME, state=state))
+    try:
+        yield Live(tb, stack, state, testbed_cluster_file)
+    finally:
+        stack.close()
+
+
+def test_every_device_is_a_ray_node_in_its_namespace_with_its_limits(live: Live) -> None:
+    plan, cgroups = live.tb.record.plan, live.tb.nodes.cgroups
+    assert live.tb.alive_nodes() == 4
+    by_address = {n["NodeManagerAddress"]: n for n in ray.nodes() if n["Alive"]}  # type: ignore[no-untyped-call]
+    for node, device in zip(plan.nodes, live.tb.runtime.cluster.devices, strict=True):
+        resources = by_address[node.address]["Resources"]
+        assert resources["CPU"] == device.cpu_cores
+        assert resources[f"device:{device.name}"] == 1000
+        assert resources[f"device-mem:{device.name}"] == device.memory_mb
+        cpu, memory = cgroups.roots["cpu"] / node.cgroup, cgroups.roots["memory"] / node.cgroup
+        period = int((cpu / "cpu.cfs_period_us").read_text())
+        assert period == node.cfs_period_us >= 50_000
+        assert int((cpu / "cpu.cfs_quota_us").read_text()) == round(node.quota_cores * period)
+        assert int((memory / "memory.limit_in_bytes").read_text()) == device.memory_mb * 2**20
+        netns = os.stat(f"/var/run/netns/{node.netns}").st_ino
+        pids = cgroups.pids(node.cgroup)
+        assert pids and all(os.stat(f"/proc/{p}/ns/net").st_ino == netns for p in pids)
+    # nothing of the testbed listens in the host's namespace (this process's main thread,
+    # and what it starts, is in the head's while joined)
+    listening = subprocess.run(["nsenter", f"--net=/proc/self/fd/{HOST_NETNS}", "ss", "-ltnH"],
+                               capture_output=True, text=True, check=True,
+                               pass_fds=(HOST_NETNS,)).stdout
+    assert listening and "10.77.0." not in listening
+
+
+def test_links_carry_their_configured_rates_per_pair(live: Live) -> None:
+    default, pair = measure_links(live.tb.record, [("nano-0", "nano-1"), ("nano-2", "tx2")])
+    assert pair.rate_mbit == pytest.approx(default.rate_mbit / 5)  # 200 vs 1000 Mbit/s
+    for link in (default, pair):
+        assert 0.85 <= link.ratio <= 1.05, link
+
+
+def test_cpu_quotas_hold_for_a_cpu_bound_kernel(live: Live) -> None:
+    measures = cpu_quota_ratios(live.tb.record, live.tb.nodes.cgroups, wall_s=1.5)
+    assert all(abs(m.ratio - 1) <= 0.2 for m in measures), measures
+
+
+def _up_other(live: Live) -> subprocess.Popen[str]:
+    other = live.cluster_file.with_name("other.yaml")
+    other.write_text(yaml.safe_dump({"name": "other", "devices": [
+        {"name": "a", "type": "jetson-nano"}, {"name": "b", "type": "raspberry-pi-5"}]}))
+    return subprocess.Popen([EDGEWISE, "testbed", "up", str(other), "--name", OTHER],
+                            env=live.env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True)
+
+
+def _half_up_other(live: Live, signum: int) -> subprocess.Popen[str]:
+    """``up`` of the other testbed, sent ``signum`` once it is half made (its head starts)."""
+    proc = _up_other(live)
+    log = Path(f"/tmp/ewtb/{OTHER}/0/ray-start.log")
+    deadline = time.monotonic() + 60
+    while not log.exists() and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.1)
+    proc.send_signal(signum)
+    proc.communicate(timeout=120)
+    return proc
+
+
+def test_interrupted_up_leaves_nothing_and_a_second_testbed_coexists(live: Live) -> None:
+    cgroups = live.tb.nodes.cgroups
+    proc = _half_up_other(live, signal.SIGINT)
+    assert proc.returncode == 130
+    assert leftovers(OTHER, cgroups) == dict.fromkeys(
+        ("namespaces", "veths", "cgroups", "processes"), 0)
+    assert read_record(OTHER, live.state) is None
+    proc = _half_up_other(live, signal.SIGKILL)  # a crash: no clean-up at all
+    assert proc.returncode == -signal.SIGKILL and leftovers(OTHER, cgroups)["namespaces"] > 0
+    proc = _up_other(live)  # the next up cleans what the crash left, then succeeds
+    output, _ = proc.communicate(timeout=300)
+    assert proc.returncode == 0 and "cleaned what a dead testbed" in output, output
+    other = read_record(OTHER, live.state)
+    assert other is not None and other.plan.nodes[0].address == "10.77.0.1"  # same subnet
+    down = subprocess.run([EDGEWISE, "testbed", "down", OTHER], env=live.env(),
+                          capture_output=True, text=True, timeout=120)
+    assert down.returncode == 0 and "nothing left" in down.stdout, down.stdout + down.stderr
+    assert live.tb.alive_nodes() == 4
+
+
+def test_a_second_up_of_the_same_name_refuses(live: Live) -> None:
+    with pytest.raises(host.TestbedError, match="already up"):
+        lifecycle.up(live.cluster_file, NAME, state=live.state)
+    assert live.tb.alive_nodes() == 4
+
+
+def test_status_and_exec_from_the_command_line(live: Live) -> None:
+    status = subprocess.run([EDGEWISE, "testbed", "status", NAME, "--json"], env=live.env(),
+                            capture_output=True, text=True, timeout=120)
+    info = json.loads(status.stdout)
+    assert [n["ray"] for n in info["nodes"]] == ["ALIVE"] * 4
+    assert info["time_dilation"] == pytest.approx(live.tb.record.plan.time_dilation, rel=1e-3)
+    script = ("import ray; ray.init(address='auto'); "
+              "print(sum(n['Alive'] for n in ray.nodes()))")
+    done = subprocess.run([EDGEWISE, "testbed", "exec", NAME, "--", sys.executable, "-c", script],
+                          env=live.env(), capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and done.stdout.strip().splitlines()[-1] == "4", done.stderr
+
+
+def test_a_stalled_device_stops_and_resumes(live: Live) -> None:
+    node, cgroups = live.tb.record.plan.node("nano-0"), live.tb.nodes.cgroups
+    probe = spawn_in(cgroups, node, [sys.executable, "-m", "edgewise.testbed.probes", "cpu",
+                                     "0.3"], node_env(live.tb.record.token_path),
+                     subprocess.PIPE, text=True)
+    injector = live.tb.faults()
+    injector.stall_device("nano-0")
+    try:
+        time.sleep(0.2)
+        before = cgroups.cpu_seconds(node.cgroup)
+        time.sleep(1.0)
+        assert cgroups.cpu_seconds(node.cgroup) == before  # frozen: not one tick of CPU
+        assert probe.poll() is None
+    finally:
+        injector.clear()
+    output, _ = probe.communicate(timeout=60)
+    assert json.loads(output.splitlines()[-1])["cpu_seconds"] >= 0.3
+
+
+class _Faults:
+    """Kill nano-1 a third into epoch 1; cut nano-0 from the server at epoch 2 for 4 s."""
+
+    def __init__(self, tb: session.Testbed) -> None:
+        self.kill = KillMidEpoch("nano-1", 1, len(TRAIN_IDS), nodes=tb.nodes)
+        self.injector, self.cut_at = tb.faults(), 0.0
+
+    def __call__(self, kind: str, data: dict[str, Any]) -> None:
+        self.kill(kind, data)
+        if kind == "epoch_start" and data["epoch"] == 2 and not self.cut_at:
+            self.cut_at = self.injector.cut_link("nano-0", "tx2", seconds=4.0).at
+
+
+def test_training_survives_a_killed_device_and_a_cut_link(live: Live) -> None:
+    tb = live.tb
+    faults = _Faults(tb)
+    plan = equal_plan(tb.runtime.cluster, len(TRAIN_IDS))
+    result = train(tb.runtime, TrainConfig(epochs=3, heartbeat_s=0.5), plan, events=faults)
+    assert faults.kill.fault is not None and faults.cut_at > 0
+    assert [r.epoch for r in result.epochs] == [0, 1, 2]
+    for record in result.epochs:  # each sample of each epoch trained exactly once
+        assert np.array_equal(np.sort(record.applied_ids), TRAIN_IDS)
+    lost = {(i.device, i.epoch) for i in result.interruptions}
+    assert ("nano-1", 1) in lost and ("nano-0", 2) in lost
+    assert "nano-1" not in result.final_plan.workers
+    assert tb.runtime.lost_devices() == {"nano-1"}  # killed; the cut healed by itself
+    tb.restart_node("nano-1")
+    assert tb.runtime.lost_devices() == frozenset()
+
+
+def test_down_removes_every_namespace_veth_cgroup_and_process(live: Live) -> None:
+    live.stack.close()
+    assert leftovers(NAME, live.tb.nodes.cgroups) == dict.fromkeys(
+        ("namespaces", "veths", "cgroups", "processes"), 0)
+    assert read_record(NAME, live.state) is None
+    assert not Path(f"/tmp/ewtb/{NAME}").exists()
