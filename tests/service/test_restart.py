@@ -36,7 +36,7 @@ def _wait_for_a_checkpoint(manager: ManagerProcess, job_id: str, timeout_s: floa
         epoch = job["summary"].get("epoch") or 0
         if 1 <= epoch < EPOCHS - 1:
             return int(epoch)
-        assert job["state"] in ("pending", "planning", "running"), job
+        assert job["state"] in ("pending", "planning", "running"), (job["state"], job["reason"])
         time.sleep(0.3)
     pytest.fail(f"no checkpoint of {job_id} within {timeout_s} s")
 

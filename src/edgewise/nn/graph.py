@@ -22,6 +22,7 @@ from torch.fx.passes.shape_prop import ShapeProp, TensorMetadata
 from edgewise.errors import ConfigError
 from edgewise.nn.chain import ModelChain
 from edgewise.nn.cuts import candidate_points, dag_ends, explain_no_candidates, topological_depth
+from edgewise.nn.tracing import TRACE_LOCK
 
 __all__ = ["candidate_points", "explain_no_candidates", "layer_dag", "to_chain",
            "topological_depth"]
@@ -45,7 +46,13 @@ def _trace(model: nn.Module, example: Example) -> _Traced:
 
     Returns the graph, the tracer's name, the user-input placeholders and, for export, the
     tensor behind each parameter, buffer and constant placeholder (tied ones are one tensor).
+    Holds ``TRACE_LOCK``: tracing patches every module's call in the process.
     """
+    with TRACE_LOCK:
+        return _trace_locked(model, example)
+
+
+def _trace_locked(model: nn.Module, example: Example) -> _Traced:
     if not isinstance(example, dict):
         args = example if isinstance(example, tuple) else (example,)
         try:

@@ -91,7 +91,7 @@ class MemberSpec:
 
 
 def start_ps(runtime: RayRuntime, spec: MemberSpec, device: str, name: str,
-             validation: bytes, checkpoint: bytes | None = None) -> Any:
+             validation: bytes | list[bytes], checkpoint: bytes | None = None) -> Any:
     """A parameter server called ``name`` pinned to ``device``, restored from ``checkpoint``
     when one is given (a new attempt, or a server moved to another device)."""
     options = runtime.actor_options(device, spec.memory_mb, name)

@@ -12,6 +12,7 @@ import torch
 from torch import nn
 
 from edgewise.errors import ConfigError
+from edgewise.nn.tracing import TRACE_LOCK
 from edgewise.nn.workload.images import verify_images
 from edgewise.nn.workload.modelbuild import build_network
 from edgewise.nn.workload.sources import DataSource, open_data, sample_shape
@@ -127,7 +128,8 @@ def validate(workload: Workload, *, seed: int = 0, batch_size: int = 32,
     rows = 1 if workload.model.kind == "export" else _DRY_BATCH  # programs may fix batch 1
     batch = source.read("train", np.arange(min(rows, source.size()), dtype=np.int64))
     x, y = torch.from_numpy(batch.x), torch.from_numpy(batch.y)
-    activation_bytes = _step(workload, model.train(training), x, y, classes)
+    with TRACE_LOCK:  # a trace in another thread would capture this forward pass
+        activation_bytes = _step(workload, model.train(training), x, y, classes)
     params = sum(p.numel() for p in model.parameters())
     state_mb = params * 4 * (_ADAM_COPIES if training else 1) / 2**20
     memory = state_mb + activation_bytes / max(len(y), 1) * batch_size / 2**20
