@@ -149,11 +149,13 @@ def reference_outputs(model: nn.Module, inputs: Sequence[np.ndarray[Any, Any]]
 @dataclass(frozen=True, slots=True)
 class OutputCheck:
     """Pipelined outputs against the unpartitioned model's: the largest absolute
-    difference, the share of requests whose top-1 class agrees, and how many were compared."""
+    difference, the share of requests whose top-1 class agrees, how many were compared and
+    the largest absolute reference output (the scale the difference is to be read at)."""
 
     max_abs_diff: float
     top1_agreement: float
     compared: int
+    reference_max_abs: float = 0.0
 
 
 def compare_outputs(outputs: Sequence[np.ndarray[Any, Any]],
@@ -164,12 +166,13 @@ def compare_outputs(outputs: Sequence[np.ndarray[Any, Any]],
         return OutputCheck(float("inf"), 0.0, 0)
     if not outputs:
         return OutputCheck(0.0, 1.0, 0)
+    scale = max(float(np.max(np.abs(b))) if b.size else 0.0 for b in reference)
     diff = max(float(np.max(np.abs(a.astype(np.float64) - b))) for a, b in
                zip(outputs, reference, strict=True))
     agree = [np.array_equal(a.reshape(a.shape[0], -1).argmax(-1),
                             b.reshape(b.shape[0], -1).argmax(-1))
              for a, b in zip(outputs, reference, strict=True)]
-    return OutputCheck(diff, float(np.mean(agree)), len(outputs))
+    return OutputCheck(diff, float(np.mean(agree)), len(outputs), scale)
 
 
 def serve_and_check(runtime: RayRuntime, problem: PipelineProblem, plan: PipelinePlan,
