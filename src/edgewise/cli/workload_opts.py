@@ -69,11 +69,21 @@ def workload_from_cli(model: str | None, *, args: list[str] | None = None,
         found = load_workload(workload)
         task = replace(found.task, input_shape=shape or found.task.input_shape,
                        num_classes=classes or found.task.num_classes)
-        return replace(found, task=task,
-                       weights=weights.absolute() if weights else found.weights)
+        return _files_exist(replace(found, task=task,
+                                    weights=weights.absolute() if weights else found.weights))
     chosen = model if model is not None else default
     if chosen is None:
         raise ConfigError("name a model (a built-in name, hf:, py: or export:) or "
                           "--workload FILE", field=model_field)
-    return workload_from_flags(chosen, weights, data, model_args=model_args(args or []),
-                               input_shape=shape, classes=classes)
+    return _files_exist(workload_from_flags(chosen, weights, data,
+                                            model_args=model_args(args or []),
+                                            input_shape=shape, classes=classes))
+
+
+def _files_exist(workload: Workload) -> Workload:
+    """The weights and program files the flags name exist (checked before any build)."""
+    if workload.weights is not None and not workload.weights.is_file():
+        raise ConfigError(f"{workload.weights}: no such file", field="--weights")
+    if workload.model.kind == "export" and not Path(workload.model.ref).is_file():
+        raise ConfigError(f"{workload.model.ref}: no such file", field="model")
+    return workload
