@@ -168,7 +168,10 @@ def test_every_method_plans_within_its_candidates_and_no_better_than_the_oracle(
                 reach = set(rnd.network.members(0))  # cluster head places, in the cluster
             assert set(place.nodes) <= reach, name
         valid, cost = plan_cost(rnd, plan)
-        assert not valid or cost >= best - 1e-9, name
+        in_candidates = all(set(place.nodes) <= set(rnd.network.candidates(job.origin))
+                            for job, place in zip(rnd.jobs, plan, strict=True))
+        if in_candidates:  # the oracle searches the candidates; a shield may reach further
+            assert not valid or cost >= best - 1e-9, name
 
 
 def test_worked_case_all_on_the_fast_node() -> None:
