@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+import socket
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -65,3 +67,19 @@ def backend(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Itera
     store = Store(state / "manager.db")
     yield JobManager(store, job_kinds(discover_problems()), cluster, state_dir=state)
     store.close()
+
+
+@pytest.fixture
+def no_network(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    """Every way to open a connection raises and is recorded: the list of attempts."""
+    attempts: list[Any] = []
+
+    def refuse(*args: Any, **kwargs: Any) -> Any:
+        attempts.append(args)
+        raise AssertionError("network access attempted")
+
+    monkeypatch.setattr(socket.socket, "connect", refuse)
+    monkeypatch.setattr(socket.socket, "connect_ex", refuse)
+    monkeypatch.setattr(socket, "create_connection", refuse)
+    monkeypatch.setattr(socket, "getaddrinfo", refuse)
+    return attempts

@@ -3,7 +3,6 @@ cannot load) with one line and exit 2, before any network access."""
 
 from __future__ import annotations
 
-import socket
 from typing import Any
 
 import pytest
@@ -24,25 +23,10 @@ HUB = [
 ]
 
 
-def _no_network(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
-    """Every way to open a connection raises and is recorded."""
-    attempts: list[Any] = []
-
-    def refuse(*args: Any, **kwargs: Any) -> Any:
-        attempts.append(args)
-        raise AssertionError("network access attempted")
-
-    monkeypatch.setattr(socket.socket, "connect", refuse)
-    monkeypatch.setattr(socket.socket, "connect_ex", refuse)
-    monkeypatch.setattr(socket, "create_connection", refuse)
-    monkeypatch.setattr(socket, "getaddrinfo", refuse)
-    return attempts
-
-
 @pytest.mark.parametrize("argv", HUB, ids=lambda a: " ".join(a[:2]))
 def test_a_hub_name_is_refused_in_one_line_before_any_network_access(
-        monkeypatch: pytest.MonkeyPatch, argv: list[str]) -> None:
-    attempts = _no_network(monkeypatch)
+        no_network: list[Any], argv: list[str]) -> None:
+    attempts = no_network
     result = runner.invoke(app, argv)
     assert result.exit_code == 2, result.output
     lines = result.stderr.strip().splitlines()

@@ -3,7 +3,6 @@ network; ``export:`` programs load without unpickling; weights load strictly."""
 
 from __future__ import annotations
 
-import socket
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -110,33 +109,20 @@ def test_py_errors(user_model: Path, ref: str, args: dict[str, Any], field: str,
     assert info.value.field == field and says in str(info.value)
 
 
-def _no_network(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
-    attempts: list[Any] = []
-
-    def refuse(*args: Any, **kwargs: Any) -> None:
-        attempts.append(args)
-        raise AssertionError("network access attempted")
-
-    monkeypatch.setattr(socket.socket, "connect", refuse)
-    monkeypatch.setattr(socket.socket, "connect_ex", refuse)
-    monkeypatch.setattr(socket, "create_connection", refuse)
-    monkeypatch.setattr(socket, "getaddrinfo", refuse)
-    return attempts
-
-
 @pytest.mark.parametrize("model", ["hf:no/such-model", "google/vit-base-patch16-224",
                                    "hf:google/mobilenet_v2_1.0_224"])
 def test_hub_name_is_refused_before_any_network_access(
-        monkeypatch: pytest.MonkeyPatch, model: str) -> None:
-    attempts = _no_network(monkeypatch)
+        no_network: list[Any], model: str) -> None:
+    attempts = no_network
     with pytest.raises(ConfigError) as info:
         validate(workload_from_dict({"model": model}))
     assert info.value.field == "model" and "nothing is downloaded" in str(info.value)
     assert attempts == []
 
 
-def test_hf_build_sets_offline_and_never_connects(monkeypatch: pytest.MonkeyPatch) -> None:
-    attempts = _no_network(monkeypatch)
+def test_hf_build_sets_offline_and_never_connects(monkeypatch: pytest.MonkeyPatch,
+                                                 no_network: list[Any]) -> None:
+    attempts = no_network
     for key in OFFLINE_ENV:
         monkeypatch.delenv(key, raising=False)
     workload = _workload(model="hf:MobileNetV2Config", model_args={"depth_multiplier": 0.25})
