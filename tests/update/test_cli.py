@@ -66,3 +66,28 @@ def test_update_fit_refuses_a_profile_of_another_device(tmp_path: Path) -> None:
     result = runner.invoke(app, ["update", "fit", str(ROOT / "profiles" / "host-x86.csv"),
                                  "--device-type", "jetson-nano", "--output", str(tmp_path)])
     assert result.exit_code == 2 and "device_type" in result.output
+
+
+def test_plan_with_a_workload_plans_its_training_samples(tmp_path: Path) -> None:
+    """A py: model on a generated npz: the plan shards the workload's training split, and a
+    workload whose model does not exist is one line naming the field, before any plan."""
+    from edgewise.nn.workload.synthetic import make_shapes_npz
+
+    make_shapes_npz(tmp_path / "shapes.npz", per_class=10)
+    (tmp_path / "model.py").write_text(
+        "from torch import nn\n\ndef make(classes=4):\n"
+        "    return nn.Sequential(nn.Flatten(), nn.Linear(3 * 32 * 32, classes))\n")
+    spec = tmp_path / "w.yaml"
+    spec.write_text("model: py:model.py:make\ndata: npz:shapes.npz\n"
+                    "data_args: {val_fraction: 0.25}\n")
+    cluster = str(example_path("deep-edge-testbed.yaml"))
+    result = CliRunner().invoke(app, ["update", "plan", cluster, "--workload", str(spec),
+                                      "--json"])
+    assert result.exit_code == 0, result.output
+    found = json.loads(result.stdout)
+    assert found["samples"] == 30  # 40 samples, a quarter held out for validation
+    assert sum(w["shard"] for w in found["workers"]) == 30  # every sample is in one shard
+
+    spec.write_text("model: py:model.py:nothing\ndata: npz:shapes.npz\n")
+    bad = CliRunner().invoke(app, ["update", "plan", cluster, "--workload", str(spec)])
+    assert bad.exit_code == 2 and "model" in bad.output and "Traceback" not in bad.output

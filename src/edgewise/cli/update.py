@@ -15,6 +15,7 @@ from edgewise.cli.progress import TrainingProgress
 from edgewise.cli.render import result_table
 from edgewise.cluster.schema import load_cluster
 from edgewise.errors import ConfigError
+from edgewise.nn.workload import Workload, load_workload, validate
 from edgewise.runtime.health import StrikeLedger
 from edgewise.runtime.plan import TrainConfig
 from edgewise.runtime.ray_cluster import start_local
@@ -108,14 +109,29 @@ def _plan(file: Path, policy: str, states: list[str], samples: int
     return problem, REGISTRY.get(policy)(problem, np.random.default_rng(0))
 
 
+WorkloadOpt = typer.Option(None, "--workload", help="a workload YAML (your model and data, "
+                           "docs/workloads.md); validated by a dry run before anything starts")
+
+
+def _workload(path: Path | None) -> tuple[Workload | None, int | None]:
+    """The workload of ``--workload`` and its training samples (a dry run checks it)."""
+    if path is None:
+        return None, None
+    workload = load_workload(path)
+    return workload, validate(workload).train_samples
+
+
 @app.command()
 @user_errors
 def plan(file: ClusterFile, policy: str = PolicyName, state: list[str] = States,
-         samples: int = typer.Option(3855, min=1, help="|M|, samples to train"),
+         samples: int = typer.Option(3855, min=1, help="|M|, samples to train (with "
+                                     "--workload: its training samples)"),
+         workload: Path | None = WorkloadOpt,
          as_json: bool = typer.Option(False, "--json", help="print one JSON object")) -> None:
     """Plan the model update of a cluster: workers, shards, batch sizes, predicted epoch time
     and predicted pressure on each background app."""
-    problem, result = _plan(file, policy, state, samples)
+    _, found = _workload(workload)
+    problem, result = _plan(file, policy, state, found or samples)
     if as_json:
         print(json.dumps(plan_json(problem, result)))
     else:
@@ -127,10 +143,12 @@ def plan(file: ClusterFile, policy: str = PolicyName, state: list[str] = States,
 def run(file: ClusterFile, policy: str = PolicyName, state: list[str] = States,
         epochs: int = typer.Option(5, min=1, max=1000),
         target_accuracy: float = typer.Option(0.0, min=0.0, max=1.0,
-                                              help="stop early at this accuracy (0: off)")) -> None:
-    """Plan with POLICY, then run the update on the emulated cluster (digits CNN) with every
-    background app really running; report epochs and each app's deadline misses."""
-    run_plan(file, policy, state, epochs, target_accuracy)
+                                              help="stop early at this accuracy (0: off)"),
+        workload: Path | None = WorkloadOpt) -> None:
+    """Plan with POLICY, then run the update on the emulated cluster (the digits CNN, or
+    --workload: your model on your data) with every background app really running; report
+    epochs and each app's deadline misses."""
+    run_plan(file, policy, state, epochs, target_accuracy, workload)
 
 
 # A Nano under CPU and GPU stress: SIFT meets its deadline idle (175 ms) but not with training.
@@ -138,14 +156,17 @@ DEMO_STATE = "nano-2=65,75,30"
 
 
 def run_plan(file: Path, policy: str, state: list[str], epochs: int,
-             target_accuracy: float) -> UpdateRun:
+             target_accuracy: float, workload_file: Path | None = None) -> UpdateRun:
     """Plan, show the plan, run it with the background apps, show the measurements."""
-    problem, result = _plan(file, policy, state, N_DIGITS)
+    workload, found = _workload(workload_file)
+    samples = found or N_DIGITS
+    problem, result = _plan(file, policy, state, samples)
     out.print(plan_table(problem, result))
     runtime = start_local(load_cluster(file))
-    config = TrainConfig(epochs=epochs, target_accuracy=target_accuracy or None)
+    config = TrainConfig(epochs=epochs, target_accuracy=target_accuracy or None,
+                         workload=workload)
     try:
-        with TrainingProgress(epochs, N_DIGITS) as progress:
+        with TrainingProgress(epochs, samples) as progress:
             done = execute(runtime, problem, result, config=config,
                            ledger=StrikeLedger(state_dir() / "strikes.json"), events=progress)
     finally:
