@@ -12,11 +12,13 @@ from rich.console import Console
 from rich.progress import Progress, TaskID
 from rich.table import Table
 
-from edgewise.cli.common import err, out, user_errors
+from edgewise.cli.common import Address, err, out, user_errors
+from edgewise.cluster.schema import load_cluster
 from edgewise.continual.microprofiler import MicroProfile, microprofile, prepare_window
 from edgewise.continual.policies import get_policy
 from edgewise.continual.problem import ContinualPlan, StreamState
 from edgewise.continual.run import (
+    DEVICE,
     LiveProblem,
     RunSettings,
     WindowResult,
@@ -139,17 +141,23 @@ def _advance(bar: Progress, task: TaskID) -> Callable[[WindowResult], None]:
 
 def run_windows(streams: int, windows: int, window_s: float, seed: int,
                 policies: Sequence[str], a_min: float = 0.0, console: Console = out,
-                show: bool = True) -> dict[str, list[WindowResult]]:
-    """Run each policy for real on one local Ray instance; prints a progress bar and (with
-    ``show``) the per-window accuracy of each."""
+                show: bool = True, cluster: Path | None = None,
+                address: str | None = None) -> dict[str, list[WindowResult]]:
+    """Run each policy for real on one local Ray instance (or on the cluster at
+    ``address``, whose device ``edge-gpu`` the streams share); prints a progress bar and
+    (with ``show``) the per-window accuracy of each."""
     from edgewise.runtime.emulation import EmulationConfig
-    from edgewise.runtime.ray_cluster import start_local
+    from edgewise.runtime.ray_cluster import connect
 
     for policy in policies:
         get_policy(policy)  # an unknown name fails before Ray starts
+    devices = edge_cluster() if cluster is None else load_cluster(cluster)
+    if DEVICE not in devices.device_names:
+        raise ConfigError(f"the cluster has no device {DEVICE!r} for the streams to share",
+                          field="--cluster")
     settings = RunSettings(window_s=window_s, seed=seed, a_min=a_min)
     chosen = digits_streams(streams, seed=seed, n_windows=windows)
-    runtime = start_local(edge_cluster(), EmulationConfig())
+    runtime = connect(devices, address or None, EmulationConfig())
     found: dict[str, list[WindowResult]] = {}
     try:
         for policy in policies:
@@ -168,11 +176,17 @@ def run_windows(streams: int, windows: int, window_s: float, seed: int,
 @user_errors
 def run(streams: int = Streams, windows: int = typer.Option(3, min=1, max=20),
         window_s: float = WindowS, seed: int = Seed, policy: str = PolicyOpt,
-        a_min: float = AMin, as_json: bool = JsonOpt) -> None:
-    """Run the plan for real: per stream an inference and a retraining actor on one emulated
-    device, sharing it by the plan's shares; accuracy is measured against true labels."""
+        a_min: float = AMin,
+        cluster: Path | None = typer.Option(
+            None, help=f"cluster YAML with a device {DEVICE!r} (default: one emulated edge "
+                       "server)"),
+        address: str = Address, as_json: bool = JsonOpt) -> None:
+    """Run the plan for real: per stream an inference and a retraining actor on one device
+    (emulated, or of the cluster at --address), sharing it by the plan's shares; accuracy is
+    measured against true labels."""
     found = run_windows(streams, windows, window_s, seed, [policy], a_min,
-                        console=err if as_json else out, show=not as_json)
+                        console=err if as_json else out, show=not as_json, cluster=cluster,
+                        address=address)
     if as_json:
         print(json.dumps(run_json(found[policy], policy)))
 

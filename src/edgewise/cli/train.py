@@ -7,7 +7,7 @@ from typing import Annotated, Any
 
 import typer
 
-from edgewise.cli.common import err, out, state_dir, user_errors
+from edgewise.cli.common import Address, err, out, state_dir, user_errors
 from edgewise.cli.progress import TrainingProgress
 from edgewise.cli.render import cluster_table, result_table
 from edgewise.cluster.examples import examples_dir
@@ -17,7 +17,7 @@ from edgewise.runtime.engine import TrainResult, train
 from edgewise.runtime.faults import KillMidEpoch
 from edgewise.runtime.health import StrikeLedger
 from edgewise.runtime.plan import TrainConfig, equal_plan
-from edgewise.runtime.ray_cluster import start_local
+from edgewise.runtime.ray_cluster import connect
 
 __all__ = ["demo", "train_command"]
 
@@ -33,8 +33,10 @@ def _parse_kill(spec: str) -> tuple[str, int]:
 
 
 def run_equal_update(cluster_file: Path, config: TrainConfig, batch_size: int,
-               kill: str | None, ledger_path: Path | None) -> TrainResult:
-    """Start the emulated cluster, train with equal shards, show progress; the result."""
+                     kill: str | None, ledger_path: Path | None,
+                     address: str | None = None) -> TrainResult:
+    """Emulate the cluster (or join it at ``address``), train with equal shards, show
+    progress; the result."""
     cluster = load_cluster(cluster_file)
     hooks: list[Any] = []
     if kill:
@@ -42,9 +44,9 @@ def run_equal_update(cluster_file: Path, config: TrainConfig, batch_size: int,
         if device not in cluster.device_names:
             raise ConfigError(f"no device named {device!r}", field="--kill-worker")
         hooks.append(KillMidEpoch(device, epoch, N_TRAIN))
-    runtime = start_local(cluster)
+    runtime = connect(cluster, address or None)
     try:
-        out.print(cluster_table(cluster, runtime.stretch))
+        out.print(cluster_table(cluster, runtime.stretch if runtime.emulated else None))
         plan = equal_plan(cluster, N_TRAIN, batch_size)
         err.print(f"plan: equal shards {dict(plan.shards)}, batch {batch_size}, parameter "
                   f"server {plan.ps_device}, data store {plan.store_device}, {config.mode} loop")
@@ -68,13 +70,15 @@ def train_command(
     seed: int = typer.Option(0),
     kill_worker: str = typer.Option("", help="inject a crash: kill DEVICE's worker in EPOCH, "
                                              "as DEVICE@EPOCH"),
+    address: str = Address,
 ) -> None:
     """Run a real data-parallel model update (digits CNN) with equal shards."""
     if mode not in ("async", "sync"):
         raise ConfigError("must be async or sync", field="--mode")
     config = TrainConfig(mode=mode, epochs=epochs, learning_rate=learning_rate,  # type: ignore[arg-type]
                          seed=seed)
-    run_equal_update(file, config, batch_size, kill_worker or None, state_dir() / "strikes.json")
+    run_equal_update(file, config, batch_size, kill_worker or None, state_dir() / "strikes.json",
+                     address)
 
 
 @user_errors

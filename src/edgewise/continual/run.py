@@ -205,6 +205,8 @@ def execute(runtime: RayRuntime, problem: LiveProblem, policy: str | Policy, /, 
     advance. Returns one measured ``WindowResult`` per window."""
     planner = get_policy(policy) if isinstance(policy, str) else policy  # fails before Ray
     settings = problem.settings
+    if not runtime.emulated:  # real devices are as slow as they are: nothing to stretch
+        settings = replace(settings, stretch=1.0)
     golden = golden_model(settings.seed)
     start_model = pretrained_edge(settings.seed)
     holdout = problem.holdout or DigitsStream(
