@@ -31,6 +31,7 @@ BENCHES: dict[str, str] = {
     "ekya": "edgewise.continual.bench:SPEC",
     "okita": "edgewise.sites.bench:SPEC",
     "srole": "edgewise.modelparallel.bench:SPEC",
+    "testbed": "edgewise.suites.testbed:SPEC",
 }
 """Benchmark name → its spec (``"module:NAME"``)."""
 
@@ -43,6 +44,8 @@ LISTING: dict[str, str] = {
     "ekya": "Ekya §6: thief vs uniform over streams and accelerators, and real windows.",
     "okita": "Okita §V: online schedulers vs the offline optimum, and a real run.",
     "srole": "SROLE §V: job completion time, collisions and shield overhead of the methods.",
+    "testbed": "The kernel-enforced testbed (root): links, CPU quotas, Deep-Edge, SEIFER and "
+               "parameter-server runs and node faults on it.",
 }
 """One line per benchmark for ``edgewise bench --help``, so that listing them imports no
 spec (specs import torch or Ray); the command's own help is its spec's title."""

@@ -178,10 +178,11 @@ def _keep_training(t0: float, step_s: float, steps: int, app: BackgroundApp | No
 
 
 def _measure(trainer: _Trainer, batch: int, step_s: float, app: BackgroundApp | None,
-             dilation: float = 1.0, ps_state: State | None = None) -> dict[str, float]:
-    """One sample's measured values (all but the identifying columns), times in device
-    time (÷ ``dilation``); the server's state is ``ps_state`` (default: this machine's)."""
-    before = _state_now()
+             before: State, dilation: float = 1.0,
+             ps_state: State | None = None) -> dict[str, float]:
+    """One sample's measured values (all but the identifying columns) from the state
+    ``before`` training, times in device time (÷ ``dilation``); the server's state is
+    ``ps_state`` (default: this machine's)."""
     for _ in range(2):  # warm-up at this batch size, not timed
         trainer.step(batch)
     computes: list[float] = []
@@ -240,48 +241,75 @@ def profile(output: Path, config: ProfileConfig, progress: ProgressFn | None = N
     return ProfileResult(output, len(todo), skipped, tuple(samples))
 
 
-def _row(config: ProfileConfig, host: str, batch: int,
-         values: dict[str, float]) -> dict[str, str | float | int]:
-    """A full row in schema order: one local worker, so ``batch_mean`` is the batch."""
+def _row(config: ProfileConfig, host: str, batch: int, values: dict[str, float],
+         n_workers: int = 1, batch_mean: float | None = None) -> dict[str, str | float | int]:
+    """A full row in schema order; by default one worker, so ``batch_mean`` is the batch."""
     row: dict[str, str | float | int] = {
-        "device_type": config.device_type, "host": host, "batch_size": batch, "n_workers": 1,
-        "batch_mean": batch, "app_kind": config.app_kind, **values}
+        "device_type": config.device_type, "host": host, "batch_size": batch,
+        "n_workers": n_workers, "batch_mean": batch if batch_mean is None else batch_mean,
+        "app_kind": config.app_kind, **values}
     return {c: row[c] for c in COLUMNS}
 
 
 class PointProfiler:
     """Measures grid samples in this process (its machine: the host, or the device a cgroup
-    holds it to): the trainer and the co-located app live across stress points; each point
-    runs under its stressor. ``update`` sends each step's gradients to a parameter server
-    elsewhere (default: a local update); ``ps_state`` is that server's state."""
+    holds it to): the trainer and the co-located app (none when ``config.app_kind`` is
+    empty) live across stress points; each point runs under its stressor. ``update`` sends
+    each step's gradients to a parameter server elsewhere (default: a local update);
+    ``ps_state`` is that server's state."""
 
     def __init__(self, config: ProfileConfig, update: Update | None = None,
                  ps_state: State | None = None) -> None:
         self.config, self.ps_state = config, ps_state
         self.trainer, self.host = _Trainer(config.seed, update), platform.node()
-        self.app = start_background_app(config.app_kind,
-                                        config.app_period_ms * config.time_dilation,
-                                        seed=config.seed)
+        self.app = start_background_app(
+            config.app_kind, config.app_period_ms * config.time_dilation,
+            seed=config.seed) if config.app_kind else None
+        self._stop_load = threading.Event()
 
     def point(self, point: StressPoint, items: list[tuple[int, int]],
-              on_sample: Callable[[Sample], None] | None = None) -> list[Sample]:
-        """The samples ``items`` ((batch, repeat) pairs) at stress ``point``."""
+              on_sample: Callable[[Sample], None] | None = None, *, n_workers: int = 1,
+              batch_mean: float | None = None) -> list[Sample]:
+        """The samples ``items`` ((batch, repeat) pairs) at stress ``point``, recorded as
+        measured among ``n_workers`` workers of mean batch ``batch_mean`` (default: alone)."""
         config = self.config
         budget = config.settle_s + len(items) * (config.step_s + 5.0) + 60.0
         out: list[Sample] = []
         with Stressor.at(point, timeout_s=budget * config.time_dilation):
             time.sleep(config.settle_s + point.memory_mb / 2048)
+            before = _state_now(self._state_window_s())
             for batch, repeat in items:
-                values = _measure(self.trainer, batch, config.step_s, self.app,
+                values = _measure(self.trainer, batch, config.step_s, self.app, before,
                                   config.time_dilation, self.ps_state)
-                out.append(Sample(sample_key(point, batch, repeat),
-                                  _row(config, self.host, batch, values)))
+                out.append(Sample(sample_key(point, batch, repeat), _row(
+                    config, self.host, batch, values, n_workers, batch_mean)))
                 if on_sample is not None:
                     on_sample(out[-1])
         return out
 
+    def _state_window_s(self) -> float:
+        """How long the state before training is averaged: two periods of the app (so that
+        its load counts whatever the phase), at least a quarter second of device time."""
+        config = self.config
+        periods = 2 * config.app_period_ms / 1000 if self.app is not None else 0.0
+        return max(periods, 0.25) * config.time_dilation
+
+    def load(self, seconds: float, batch: int) -> int:
+        """Train at ``batch`` for ``seconds`` or until :meth:`stop_load` (a companion
+        worker loading the parameter server while another device is measured); steps."""
+        self._stop_load.clear()
+        steps, deadline = 0, time.monotonic() + seconds
+        while time.monotonic() < deadline and not self._stop_load.is_set():
+            self.trainer.step(batch)
+            steps += 1
+        return steps
+
+    def stop_load(self) -> None:
+        self._stop_load.set()
+
     def close(self) -> None:
-        self.app.stop()
+        if self.app is not None:
+            self.app.stop()
 
 
 def _run(output: Path, config: ProfileConfig, todo: list[tuple[StressPoint, int, int]],
