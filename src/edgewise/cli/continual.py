@@ -142,19 +142,20 @@ def _advance(bar: Progress, task: TaskID) -> Callable[[WindowResult], None]:
 def run_windows(streams: int, windows: int, window_s: float, seed: int,
                 policies: Sequence[str], a_min: float = 0.0, console: Console = out,
                 show: bool = True, cluster: Path | None = None,
-                address: str | None = None) -> dict[str, list[WindowResult]]:
+                address: str | None = None, device: str = "") -> dict[str, list[WindowResult]]:
     """Run each policy for real on one local Ray instance (or on the cluster at
-    ``address``, whose device ``edge-gpu`` the streams share); prints a progress bar and
-    (with ``show``) the per-window accuracy of each."""
+    ``address``, whose ``device``, by default its fastest, the streams share); prints a
+    progress bar and (with ``show``) the per-window accuracy of each."""
     from edgewise.runtime.emulation import EmulationConfig
     from edgewise.runtime.ray_cluster import connect
 
     for policy in policies:
         get_policy(policy)  # an unknown name fails before Ray starts
     devices = edge_cluster() if cluster is None else load_cluster(cluster)
-    if DEVICE not in devices.device_names:
-        raise ConfigError(f"the cluster has no device {DEVICE!r} for the streams to share",
-                          field="--cluster")
+    device = device or max(devices.devices, key=lambda d: d.speed).name
+    if device not in devices.device_names:
+        raise ConfigError(f"the cluster has no device {device!r} for the streams to share",
+                          field="--device")
     settings = RunSettings(window_s=window_s, seed=seed, a_min=a_min)
     chosen = digits_streams(streams, seed=seed, n_windows=windows)
     runtime = connect(devices, address or None, EmulationConfig())
@@ -164,7 +165,7 @@ def run_windows(streams: int, windows: int, window_s: float, seed: int,
             with Progress(console=console, transient=True) as bar:
                 task = bar.add_task(f"{policy}: {windows} windows", total=windows)
                 found[policy] = execute(runtime, LiveProblem(tuple(chosen), windows, settings),
-                                        policy, progress=_advance(bar, task))
+                                        policy, progress=_advance(bar, task), device=device)
             if show:
                 console.print(window_table(found[policy], policy))
     finally:
@@ -178,15 +179,16 @@ def run(streams: int = Streams, windows: int = typer.Option(3, min=1, max=20),
         window_s: float = WindowS, seed: int = Seed, policy: str = PolicyOpt,
         a_min: float = AMin,
         cluster: Path | None = typer.Option(
-            None, help=f"cluster YAML with a device {DEVICE!r} (default: one emulated edge "
-                       "server)"),
+            None, help=f"cluster YAML (default: one emulated edge server, {DEVICE!r})"),
+        device: str = typer.Option("", help="the device the streams share (default: the "
+                                            "cluster's fastest)"),
         address: str = Address, as_json: bool = JsonOpt) -> None:
     """Run the plan for real: per stream an inference and a retraining actor on one device
     (emulated, or of the cluster at --address), sharing it by the plan's shares; accuracy is
     measured against true labels."""
     found = run_windows(streams, windows, window_s, seed, [policy], a_min,
                         console=err if as_json else out, show=not as_json, cluster=cluster,
-                        address=address)
+                        address=address, device=device)
     if as_json:
         print(json.dumps(run_json(found[policy], policy)))
 

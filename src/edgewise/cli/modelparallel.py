@@ -11,7 +11,7 @@ import numpy as np
 import typer
 from rich.table import Table
 
-from edgewise.cli.common import err, out, state_dir, user_errors
+from edgewise.cli.common import Address, err, out, state_dir, user_errors
 from edgewise.errors import ConfigError
 from edgewise.modelparallel.agentfile import load_agents, save_agents
 from edgewise.modelparallel.agents import QAgent
@@ -193,3 +193,66 @@ def demo_part() -> None:
     """`edgewise demo`'s SROLE part (well under 45 s): the four methods pre-trained briefly
     and compared on a 10-node, 2-cluster network training VGG-16 at 100 % workload."""
     out.print(results_table(_simulate(list(METHOD_NAMES), "vgg-16", 10, 100.0, 20, 200, 0)))
+
+
+@app.command("run")
+@user_errors
+def run_command(
+    cluster: Path = typer.Argument(..., exists=True, dir_okay=False,
+                                   help="cluster YAML whose devices are the nodes"),
+    iterations: int = typer.Option(20, min=2, max=10_000, help="training iterations"),
+    origin: str = typer.Option("", help="the device the job starts from (default: the "
+                                        "cluster's head device)"),
+    seed: int = SeedOpt, address: str = Address, as_json: bool = JsonOpt,
+) -> None:
+    """Train the bench CNN model-parallel for real on the cluster (emulated, or joined with
+    --address): its four levels spread from ORIGIN over the other devices, one stage actor
+    per run of levels on a device; the measured iteration time (and in device time) against
+    the environment's prediction."""
+    import torch
+
+    from edgewise.cluster.schema import load_cluster
+    from edgewise.modelparallel.emulated import cluster_network
+    from edgewise.modelparallel.realbench import (
+        BENCH_BATCH,
+        BENCH_WIDTH,
+        LR,
+        OPTIMIZER,
+        bench_model,
+        digits_batches,
+        sequential_job,
+        sequential_levels,
+        spread_placement,
+    )
+    from edgewise.modelparallel.run import execute
+    from edgewise.modelparallel.schedule import Round
+    from edgewise.runtime.ray_cluster import connect, head_device
+
+    spec = load_cluster(cluster)
+    start = origin or head_device(spec).name
+    if start not in spec.device_names:
+        raise ConfigError(f"the cluster has no device {start!r}", field="--origin")
+    network = cluster_network(spec)
+    model = bench_model(seed, BENCH_WIDTH)
+    cuts = sequential_levels(model)
+    job = sequential_job(model, cuts, torch.zeros(1, 1, 8, 8), BENCH_BATCH,
+                         spec.device_names.index(start))
+    placement = spread_placement(network, job)
+    runtime = connect(spec, address or None)
+    try:
+        run = execute(runtime, Round(network, (job,)), (placement,), model=model, cuts=cuts,
+                      batches=list(digits_batches(BENCH_BATCH, iterations, seed)),
+                      optimizer=OPTIMIZER, lr=LR)[0]
+    finally:
+        runtime.shutdown()
+    dilation = runtime.time_dilation
+    figures = {"devices": list(run.devices), "loss_first": round(run.losses[0], 4),
+               "loss_last": round(run.losses[-1], 4), "time_dilation": dilation,
+               "iteration_s": round(run.mean_iteration_s, 4),
+               "iteration_device_s": round(run.mean_iteration_s / dilation, 4)}
+    if as_json:
+        print(json.dumps(figures))
+        return
+    out.print(f"{len(run.losses)} iterations on {' -> '.join(run.devices)}: loss "
+              f"{figures['loss_first']} -> {figures['loss_last']}; {figures['iteration_s']} s "
+              f"per iteration ({figures['iteration_device_s']} s of device time)")

@@ -22,7 +22,7 @@ from edgewise.pipeline.sim import PipelineOutcome, simulate
 from edgewise.runtime.faults import FaultInjector
 from edgewise.runtime.ray_cluster import connect
 
-__all__ = ["outcome_json", "plan", "run"]
+__all__ = ["outcome_json", "plan", "run", "run_pipeline"]
 
 AsJson = Annotated[bool, typer.Option("--json", help="print one JSON object instead of tables")]
 
@@ -104,12 +104,19 @@ def run(requests: int = typer.Option(60, min=1, max=100000),
     """Place a CNN with bottleneck-search on four Jetson Nanos behind slow links (emulated,
     or the cluster at --address), stream REQUESTS images through the pipeline and compare
     the throughput with the plan's bound."""
+    run_pipeline(requests, kill_stage, seed, cluster, address or None, as_json)
+
+
+def run_pipeline(requests: int = 60, kill_stage: int = -1, seed: int = 0,
+                 cluster: Path | None = None, address: str | None = None,
+                 as_json: bool = False) -> None:
+    """`pipeline run` (and the demo's part): plan, stream, kill a stage, report."""
     devices = (load_cluster(cluster) if cluster is not None
                else cluster_from_dict(BENCH_CLUSTER, source="pipeline-run"))
     planned = plan_bench_pipeline(devices, seed)
     if not as_json:
         out.print(_plan_table(planned.problem, [planned.outcome]))
-    runtime = connect(devices, address or None)
+    runtime = connect(devices, address)
     try:
         done = run_bench_pipeline(runtime, planned, seed, requests, on_result=_killer(
             kill_stage, requests // 6, planned.devices, as_json))

@@ -156,6 +156,10 @@ def run_plan(file: Path, policy: str, state: list[str], epochs: int,
         runtime.shutdown()
     out.print(result_table(done.result))
     out.print(apps_table(done))
+    if runtime.time_dilation != 1.0:
+        err.print(f"This cluster runs {runtime.time_dilation:.2f}x slower than its devices "
+                  "(a testbed's time dilation): epoch seconds above are measured here, the "
+                  "apps' execution times are in device time.")
     if emulated:
         err.print("The plan's times are predicted by the calibrated device models; the "
                   "measured times are the emulated digits update's. On an emulated cluster "

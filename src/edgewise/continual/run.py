@@ -83,10 +83,10 @@ def plan_window(policy: str | Policy, states: Sequence[StreamState], settings: R
 
 
 def _launch(runtime: RayRuntime, stream: DigitsStream, weights: bytes,
-            settings: RunSettings) -> StreamRun:
+            settings: RunSettings, device: str) -> StreamRun:
     import ray
 
-    opts = runtime.actor_options(DEVICE, ACTOR_MEMORY_MB)
+    opts = runtime.actor_options(device, ACTOR_MEMORY_MB)
     env = mps_env(0.5)
     if env:
         opts["runtime_env"] = {"env_vars": env}
@@ -196,24 +196,28 @@ class LiveProblem:
 
 
 def execute(runtime: RayRuntime, problem: LiveProblem, policy: str | Policy, /, *,
-            progress: Callable[[WindowResult], None] | None = None) -> list[WindowResult]:
+            progress: Callable[[WindowResult], None] | None = None,
+            device: str = DEVICE) -> list[WindowResult]:
     """Carry ``policy`` out for real on ``problem``: per stream an inference and a retraining
     actor on one device; every window micro-profile, plan with ``policy`` (a registered name
     or a callable), run the jobs at the planned shares and re-plan whenever a retraining
     completes (Algorithm 1). Ekya plans online, on profiles measured during the run, so
     the executor takes the policy that makes each window's plan rather than a plan made in
-    advance. Returns one measured ``WindowResult`` per window."""
+    advance. The actors run on ``device`` (default: the emulated edge server). Returns one
+    measured ``WindowResult`` per window."""
     planner = get_policy(policy) if isinstance(policy, str) else policy  # fails before Ray
     settings = problem.settings
-    if not runtime.emulated:  # real devices are as slow as they are: nothing to stretch
-        settings = replace(settings, stretch=1.0)
+    if not runtime.emulated:  # real devices are as slow as they are: nothing to stretch;
+        # a cluster slower than its devices (time dilation) gets windows as much longer
+        settings = replace(settings, stretch=1.0,
+                           window_s=settings.window_s * runtime.time_dilation)
     golden = golden_model(settings.seed)
     start_model = pretrained_edge(settings.seed)
     holdout = problem.holdout or DigitsStream(
         "holdout", 10_000 + settings.seed, n_windows=1,
         frames_per_window=len(problem.streams[0].window(0).x))
     weights = model_to_frame(start_model)
-    runs = [_launch(runtime, s, weights, settings) for s in problem.streams]
+    runs = [_launch(runtime, s, weights, settings, device) for s in problem.streams]
     try:
         return _windows(runs, planner, problem.windows, settings, golden, holdout, progress)
     finally:

@@ -110,14 +110,27 @@ def _plans(runtime: RayRuntime, learned: Mapping[str, LearnedDevice],
 
 
 def _run_figures(run: UpdateRun, predicted_s: float, dilation: float) -> Figures:
-    """Epoch times in device time, their error against the prediction, the apps' misses."""
-    measured = [r.wall_seconds / dilation for r in run.result.epochs]
-    steady = measured[1:] or measured  # the first epoch also ships the shards
-    errors = [abs(m - predicted_s) / m for m in steady]
+    """Epoch times in device time and their error against the prediction, the apps' misses.
+    The prediction (Eq. 5–6) is of the epoch's training: every worker's ⌈d/b⌉ steps of
+    compute and update, the slowest worker's loop; the engine's epoch also pulls the
+    weights once per worker and ends with the server's validation and checkpoint, which
+    the cost model leaves out, so the error is given against both (first epoch left out:
+    it also ships the shards)."""
+    epochs = run.result.epochs
+    whole = [r.wall_seconds / dilation for r in epochs]
+    training = [max(s["wall_seconds"] for s in r.worker_stats.values()) / dilation
+                for r in epochs]
+
+    def error(measured: list[float]) -> float:
+        steady = measured[1:] or measured
+        return round(statistics.median(abs(m - predicted_s) / m for m in steady), 4)
+
     return {"predicted_epoch_device_s": round(predicted_s, 4),
-            "measured_epoch_device_s": [round(m, 4) for m in measured],
-            "measured_epoch_s": [round(r.wall_seconds, 3) for r in run.result.epochs],
-            "epoch_time_prediction_error": round(statistics.median(errors), 4),
+            "measured_training_device_s": [round(m, 4) for m in training],
+            "measured_epoch_device_s": [round(m, 4) for m in whole],
+            "measured_epoch_s": [round(r.wall_seconds, 3) for r in epochs],
+            "epoch_time_prediction_error": error(training),
+            "whole_epoch_time_prediction_error": error(whole),
             "deadline_misses": int(sum(a["misses"] for a in run.apps)),
             "app_periods": int(sum(a["periods"] for a in run.apps)),
             "apps": {a["app"]: {"misses": a["misses"], "periods": a["periods"],
@@ -152,7 +165,7 @@ def update_figures(runtime: RayRuntime, *, quick: bool, seed: int, progress: Pro
                                    lambda m, f: progress(m, 0.6 * f))
     progress("fitting the learned models", 0.6)
     learned = fit_testbed_models(profiles, seed)
-    epochs = 2 if quick else 3
+    epochs = 3 if quick else 4
     probes = _hold_stress(runtime, 1800.0)
     try:
         problem, outcomes, margins = _plans(runtime, learned, profiles, seed)
@@ -176,6 +189,7 @@ def update_figures(runtime: RayRuntime, *, quick: bool, seed: int, progress: Pro
             ray.kill(probe)
     de, fair = figures["update_deep_edge"], figures["update_fair"]
     return {"update_epoch_time_prediction_error": de["epoch_time_prediction_error"],
+            "update_whole_epoch_time_prediction_error": de["whole_epoch_time_prediction_error"],
             "update_epoch_time_prediction_error_fair": fair["epoch_time_prediction_error"],
             "update_app_deadline_misses_deep_edge": de["deadline_misses"],
             "update_app_deadline_misses_fair": fair["deadline_misses"], **figures}
