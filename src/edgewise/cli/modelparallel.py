@@ -207,11 +207,37 @@ def run_command(
 ) -> None:
     """Train the bench CNN model-parallel for real on the cluster (emulated, or joined with
     --address): its four levels spread from ORIGIN over the other devices, one stage actor
-    per run of levels on a device; the measured iteration time (and in device time) against
-    the environment's prediction."""
+    per run of levels on a device; the losses and the measured iteration time (and in
+    device time: ÷ the cluster's time dilation)."""
+    from edgewise.cluster.schema import load_cluster
+    from edgewise.runtime.ray_cluster import connect
+
+    spec = load_cluster(cluster)
+    if origin and origin not in spec.device_names:
+        raise ConfigError(f"the cluster has no device {origin!r}", field="--origin")
+    runtime = connect(spec, address or None)
+    try:
+        run = _train_spread(runtime, origin, iterations, seed)
+    finally:
+        runtime.shutdown()
+    dilation = runtime.time_dilation
+    figures = {"devices": list(run.devices), "loss_first": round(run.losses[0], 4),
+               "loss_last": round(run.losses[-1], 4), "time_dilation": dilation,
+               "iteration_s": round(run.mean_iteration_s, 4),
+               "iteration_device_s": round(run.mean_iteration_s / dilation, 4)}
+    if as_json:
+        print(json.dumps(figures))
+        return
+    out.print(f"{len(run.losses)} iterations on {' -> '.join(run.devices)}: loss "
+              f"{figures['loss_first']} -> {figures['loss_last']}; {figures['iteration_s']} s "
+              f"per iteration ({figures['iteration_device_s']} s of device time)")
+
+
+def _train_spread(runtime: Any, origin: str, iterations: int, seed: int) -> Any:
+    """The bench CNN's levels spread from ``origin`` (default: the head device) over the
+    runtime's devices (its network: ``cluster_network``), trained for real; the MPRun."""
     import torch
 
-    from edgewise.cluster.schema import load_cluster
     from edgewise.modelparallel.emulated import cluster_network
     from edgewise.modelparallel.realbench import (
         BENCH_BATCH,
@@ -226,33 +252,15 @@ def run_command(
     )
     from edgewise.modelparallel.run import execute
     from edgewise.modelparallel.schedule import Round
-    from edgewise.runtime.ray_cluster import connect, head_device
+    from edgewise.runtime.ray_cluster import head_device
 
-    spec = load_cluster(cluster)
+    spec = runtime.cluster
     start = origin or head_device(spec).name
-    if start not in spec.device_names:
-        raise ConfigError(f"the cluster has no device {start!r}", field="--origin")
     network = cluster_network(spec)
     model = bench_model(seed, BENCH_WIDTH)
     cuts = sequential_levels(model)
     job = sequential_job(model, cuts, torch.zeros(1, 1, 8, 8), BENCH_BATCH,
                          spec.device_names.index(start))
-    placement = spread_placement(network, job)
-    runtime = connect(spec, address or None)
-    try:
-        run = execute(runtime, Round(network, (job,)), (placement,), model=model, cuts=cuts,
-                      batches=list(digits_batches(BENCH_BATCH, iterations, seed)),
-                      optimizer=OPTIMIZER, lr=LR)[0]
-    finally:
-        runtime.shutdown()
-    dilation = runtime.time_dilation
-    figures = {"devices": list(run.devices), "loss_first": round(run.losses[0], 4),
-               "loss_last": round(run.losses[-1], 4), "time_dilation": dilation,
-               "iteration_s": round(run.mean_iteration_s, 4),
-               "iteration_device_s": round(run.mean_iteration_s / dilation, 4)}
-    if as_json:
-        print(json.dumps(figures))
-        return
-    out.print(f"{len(run.losses)} iterations on {' -> '.join(run.devices)}: loss "
-              f"{figures['loss_first']} -> {figures['loss_last']}; {figures['iteration_s']} s "
-              f"per iteration ({figures['iteration_device_s']} s of device time)")
+    return execute(runtime, Round(network, (job,)), (spread_placement(network, job),),
+                   model=model, cuts=cuts, optimizer=OPTIMIZER, lr=LR,
+                   batches=list(digits_batches(BENCH_BATCH, iterations, seed)))[0]

@@ -14,18 +14,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-import torch
-from torch import nn
 
 from edgewise.errors import EdgewiseError
-from edgewise.nn.data import digits_split
-from edgewise.nn.models import DigitsCNN, make_optimizer
 from edgewise.perf.app_process import BackgroundApp, start_background_app
 from edgewise.perf.metrics import sample_metrics
 from edgewise.perf.profile_file import Sample, append_sample, read_samples
 from edgewise.perf.schema import COLUMNS
+from edgewise.perf.step_trainer import StepTrainer, Update
 from edgewise.perf.stress import Stressor, StressPoint, stress_grid, stress_ng_path
-from edgewise.wire.state import decode_state_dict, encode_state_dict
 
 __all__ = ["Measurer", "PointProfiler", "ProfileConfig", "ProfileResult", "Sample",
            "default_config", "profile", "quick_config", "sample_key"]
@@ -82,55 +78,6 @@ class ProfileResult:
     samples: tuple[Sample, ...]
 
 
-Update = Callable[[dict[str, torch.Tensor], np.ndarray], dict[str, torch.Tensor]]
-"""Push a batch's gradients (and the ids of its samples) to a parameter server; the new
-weights."""
-
-
-class _Trainer:
-    """DigitsCNN training steps on digits, one thread: forward + backward timed as compute;
-    push + update + pull timed as ``update`` (a parameter server elsewhere, e.g. the one a
-    run uses) or, by default, as gradients encoded and decoded with the project transport,
-    an Adam step, then the weights encoded and decoded and loaded (the update is local, so
-    the parameter server is this host and no network is crossed)."""
-
-    def __init__(self, seed: int, update: Update | None = None) -> None:
-        torch.set_num_threads(1)
-        torch.manual_seed(seed)
-        train, _ = digits_split(seed=seed)
-        self.x, self.y = torch.from_numpy(train.x), torch.from_numpy(train.y)
-        self.model: nn.Module = DigitsCNN()
-        self.opt = make_optimizer("adam", self.model, 0.003)
-        self.rng = np.random.default_rng(seed)
-        self.update = update
-
-    def step(self, batch: int) -> tuple[float, float]:
-        """One step; (compute seconds, update seconds)."""
-        chosen = self.rng.choice(len(self.y), size=batch, replace=False)
-        idx = torch.from_numpy(chosen)
-        t0 = time.perf_counter()
-        self.opt.zero_grad(set_to_none=True)
-        loss = nn.functional.cross_entropy(self.model(self.x[idx]), self.y[idx])
-        loss.backward()  # type: ignore[no-untyped-call]
-        t1 = time.perf_counter()
-        params = dict(self.model.named_parameters())
-        grads = {n: p.grad for n, p in params.items() if p.grad is not None}
-        if self.update is not None:
-            weights = self.update(grads, chosen.astype(np.int64))
-            with torch.no_grad():
-                for name, p in params.items():
-                    p.copy_(weights[name])
-            return t1 - t0, time.perf_counter() - t1
-        pushed = decode_state_dict(encode_state_dict(grads))
-        for name, grad in pushed.items():
-            params[name].grad = grad
-        self.opt.step()
-        pulled = decode_state_dict(
-            encode_state_dict(self.model.state_dict()))
-        self.model.load_state_dict(pulled)
-        return t1 - t0, time.perf_counter() - t1
-
-
 def _state(metrics: dict[str, float]) -> State:
     return (metrics["cpu_percent"], metrics.get("accelerator_percent", 0.0),
             metrics["memory_percent"])
@@ -177,7 +124,7 @@ def _keep_training(t0: float, step_s: float, steps: int, app: BackgroundApp | No
         and elapsed < step_s + APP_WAIT_S
 
 
-def _measure(trainer: _Trainer, batch: int, step_s: float, app: BackgroundApp | None,
+def _measure(trainer: StepTrainer, batch: int, step_s: float, app: BackgroundApp | None,
              before: State, dilation: float = 1.0,
              ps_state: State | None = None) -> dict[str, float]:
     """One sample's measured values (all but the identifying columns) from the state
@@ -261,7 +208,7 @@ class PointProfiler:
     def __init__(self, config: ProfileConfig, update: Update | None = None,
                  ps_state: State | None = None) -> None:
         self.config, self.ps_state = config, ps_state
-        self.trainer, self.host = _Trainer(config.seed, update), platform.node()
+        self.trainer, self.host = StepTrainer(config.seed, update), platform.node()
         self.app = start_background_app(
             config.app_kind, config.app_period_ms * config.time_dilation,
             seed=config.seed) if config.app_kind else None

@@ -171,13 +171,17 @@ def profile_device(runtime: RayRuntime, device: str, output: Path, config: Profi
     others = [d.name for d in cluster.with_role(Role.WORKER) if d.name not in (device, ps_device)]
     levels = sorted({min(n, len(others) + 1) for n in n_workers_levels})
     config = replace(config, time_dilation=runtime.time_dilation)
-    members = _start(runtime, device, config, others[: max(levels) - 1], ps_device, config.seed)
+    started: list[_Members] = []  # the actors, started when a sample is to be measured
     points = list(dict.fromkeys(config.grid))
     n_mem = len({p.memory_mb for p in points})
 
     def measure(point: StressPoint, items: list[tuple[int, int]],
                 record: Callable[[Sample], None]) -> list[Sample]:
         n = _n_workers(points.index(point), levels, n_mem)
+        if not started:
+            started.append(_start(runtime, device, config, others[: max(levels) - 1],
+                                  ps_device, config.seed))
+        members = started[0]
         helpers = members.companions[: n - 1]
         batch_mean = (sum(b for b, _ in items) / len(items) + COMPANION_BATCH * (n - 1)) / n
         budget = 60.0 + len(items) * (config.step_s + 10.0) * 3
@@ -196,7 +200,8 @@ def profile_device(runtime: RayRuntime, device: str, output: Path, config: Profi
     try:
         return profile(output, config, progress, measure)
     finally:
-        ray.get([m.close.remote() for m in (members.profiler, *members.companions)])
-        for actor in (members.profiler, *members.companions, members.ps):
-            ray.kill(actor)
+        for members in started:
+            ray.get([m.close.remote() for m in (members.profiler, *members.companions)])
+            for actor in (members.profiler, *members.companions, members.ps):
+                ray.kill(actor)
 

@@ -5,7 +5,6 @@ or delivered twice)."""
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from edgewise.bench import Figures
@@ -24,9 +23,9 @@ def _wire_bytes(counts: dict[str, int], a: str, b: str) -> int:
 def _stages(done: BenchPipeline, dispatcher: str, dilation: float,
             link_ratios: dict[tuple[str, str], float]) -> list[dict[str, Any]]:
     """Per stage: the plan's time for its input transfer, the bytes that crossed that link
-    per request against the plan's, the link's own TCP goodput ratio where it was measured,
-    and the stage's measured compute per request (device time), which the plan leaves out
-    (SEIFER's Eq. 2 scores transfers only)."""
+    per request against the plan's, the link's own TCP goodput ratio where it was measured
+    and the transfer time those two give, and the stage's measured compute per request
+    (device time), which the plan leaves out (SEIFER's Eq. 2 scores transfers only)."""
     outcome, run = done.outcome, done.run
     devices = [done.problem.nodes[i] for i in outcome.plan.nodes]
     chain, cuts = done.problem.chain, outcome.plan.cuts
@@ -37,11 +36,16 @@ def _stages(done: BenchPipeline, dispatcher: str, dilation: float,
         timing = run.stage_timings[k] if k < len(run.stage_timings) else {}
         processed = max(timing.get("processed", 0.0), 1.0)
         sent = _wire_bytes(run.bytes, before, device) / max(len(run.outputs), 1)
+        goodput = link_ratios.get((before, device))
+        at_goodput = None if not goodput or not planned else \
+            outcome.transfer_s[k] * sent / planned / goodput
         out.append({
             "stage": k, "device": device, "from": before,
             "predicted_transfer_s": round(outcome.transfer_s[k], 4),
             "wire_bytes_per_request": round(sent), "planned_bytes_per_request": planned,
-            "link_goodput_ratio": link_ratios.get((before, device)),
+            "link_goodput_ratio": goodput,
+            "transfer_s_at_measured_goodput": None if at_goodput is None else round(
+                at_goodput, 4),
             "compute_device_s_per_request": round(
                 timing.get("compute_s", 0.0) / processed / dilation, 5)})
     return out
@@ -51,15 +55,11 @@ def pipeline_figures(runtime: RayRuntime, *, requests: int, seed: int,
                      link_ratios: dict[tuple[str, str], float] | None = None) -> Figures:
     """Plan on the runtime's cluster, stream ``requests`` images, compare with the bound."""
     planned = plan_bench_pipeline(runtime.cluster, seed)
-    arrivals: list[float] = []
-    done = run_bench_pipeline(runtime, planned, seed, requests,
-                              on_result=lambda d, r: arrivals.append(time.perf_counter()))
+    done = run_bench_pipeline(runtime, planned, seed, requests)
     dilation, run, plan = runtime.time_dilation, done.run, done.outcome.plan
     bound = 1.0 / plan.bottleneck_s  # requests per device second
-    steady = (len(arrivals) - 1) / (arrivals[-1] - arrivals[0]) if len(arrivals) > 1 else 0.0
     return {
         "pipeline_throughput_ratio_to_bound": round(run.throughput_rps * dilation / bound, 4),
-        "pipeline_steady_ratio_to_bound": round(steady * dilation / bound, 4),
         "pipeline_bound_rps": round(bound, 3),
         "pipeline_throughput_device_rps": round(run.throughput_rps * dilation, 3),
         "pipeline_throughput_rps": round(run.throughput_rps, 3),
