@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck bench clean system-deps
+.PHONY: demo test lint typecheck bench clean system-deps browser-deps
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -20,10 +20,19 @@ system-deps:
 	    || echo "note: could not install stress-ng"; \
 	  else echo "note: stress-ng is not installed (sudo apt-get install stress-ng)"; fi; }
 
+# The dashboard's browser test drives Debian's Chromium through chromium-driver. Without root
+# or a network it is skipped with a reason, except in CI (CI=true), where it must run.
+browser-deps:
+	@{ command -v chromium >/dev/null 2>&1 && command -v chromedriver >/dev/null 2>&1; } || { \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && \
+	    apt-get install -y -qq chromium chromium-driver >/dev/null \
+	    || echo "note: could not install chromium and chromium-driver"; \
+	  else echo "note: chromium is not installed (sudo apt-get install chromium chromium-driver)"; fi; }
+
 demo: $(STAMP) system-deps
 	$(BIN)/edgewise demo
 
-test: $(STAMP)
+test: $(STAMP) browser-deps
 	$(BIN)/pytest
 
 lint: $(STAMP)

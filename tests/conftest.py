@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import os
+import socket
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
 from edgewise.cluster.model import Cluster
 from edgewise.cluster.schema import cluster_from_dict
-from edgewise.service import InMemoryBackend
+from edgewise.service import JobManager, Store
+from edgewise.service.problems import discover_problems, job_kinds
 
 SMALL_CLUSTER = {
     "name": "test-three-nanos",
@@ -58,5 +61,25 @@ def cluster() -> Cluster:
 
 
 @pytest.fixture
-def backend(cluster: Cluster) -> InMemoryBackend:
-    return InMemoryBackend(cluster, clock=lambda: 1000.0)
+def backend(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[JobManager]:
+    """A dry-run manager: it checks and stores jobs of every installed kind, runs none."""
+    state = tmp_path_factory.mktemp("manager")
+    store = Store(state / "manager.db")
+    yield JobManager(store, job_kinds(discover_problems()), cluster, state_dir=state)
+    store.close()
+
+
+@pytest.fixture
+def no_network(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    """Every way to open a connection raises and is recorded: the list of attempts."""
+    attempts: list[Any] = []
+
+    def refuse(*args: Any, **kwargs: Any) -> Any:
+        attempts.append(args)
+        raise AssertionError("network access attempted")
+
+    monkeypatch.setattr(socket.socket, "connect", refuse)
+    monkeypatch.setattr(socket.socket, "connect_ex", refuse)
+    monkeypatch.setattr(socket, "create_connection", refuse)
+    monkeypatch.setattr(socket, "getaddrinfo", refuse)
+    return attempts

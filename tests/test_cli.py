@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
+import ray
 import yaml
 from rich.console import Console
 from typer.testing import CliRunner
@@ -107,13 +108,15 @@ def test_cluster_check_missing_file_exits_2(tmp_path: Path) -> None:
 
 
 def test_cluster_types_lists_every_catalog_type() -> None:
-    result = runner.invoke(app, ["cluster", "types"])
+    result = runner.invoke(app, ["cluster", "types", "--json"])
 
     assert result.exit_code == 0
-    listed = {
-        line.split("│")[1].strip() for line in result.stdout.splitlines() if line.startswith("│")
-    }
-    assert listed == set(catalog())
+    listed = json.loads(result.stdout)
+    assert set(listed) == set(catalog())
+    for name, figures in listed.items():
+        assert figures["name"] == name and figures["memory_mb"] == catalog()[name].memory_mb
+    table = runner.invoke(app, ["cluster", "types"], env={"COLUMNS": "200"})
+    assert all(name in table.stdout for name in catalog())
 
 
 def test_join_lines_prints_the_heads_line_and_a_ray_start_line_per_other_device() -> None:
@@ -160,11 +163,9 @@ def test_train_rejects_bad_options_before_starting_ray(
     monkeypatch: pytest.MonkeyPatch, args: list[str], words: str
 ) -> None:
     monkeypatch.setattr(cli_train, "connect", _refuse_ray)
-    start = time.perf_counter()
 
     result = runner.invoke(app, ["train", str(THREE_NANOS), *args])
 
-    assert time.perf_counter() - start < 2.0
     assert result.exit_code == 2, result.output
     assert words in result.stderr
     assert "Traceback" not in result.output
@@ -237,25 +238,28 @@ def test_command_listings_are_one_paragraph_on_one_line() -> None:
 
 
 def test_serve_refuses_a_non_loopback_host_before_starting_anything() -> None:
-    start = time.perf_counter()
     result = runner.invoke(app, ["serve", "--host", "0.0.0.0", "--port", "8765"])
     assert result.exit_code == 2
     assert "--allow-remote" in result.output and "manager for cluster" not in result.output
-    assert time.perf_counter() - start < 5.0  # no Ray cluster was started
+    assert not ray.is_initialized()  # no Ray cluster was started
 
 
-@pytest.mark.parametrize("args", [["bench", "srole", "--quick", "--plots"],
-                                  ["bench", "ekya", "--quick", "--plots"],
-                                  ["bench", "deep-edge", "--experiments", "1", "--plots"],
-                                  ["profile", "--quick", "--output"],
-                                  ["update", "fit", "README.md", "--device-type", "jetson-nano",
-                                   "--output"]])
+def _must_not_run(*_: object, **__: object) -> None:
+    raise AssertionError("the work ran before its output path was checked")
+
+
+@pytest.mark.parametrize(("args", "work"), [
+    (["bench", "srole", "--quick", "--plots"], "edgewise.cli.bench.run_bench"),
+    (["bench", "ekya", "--quick", "--plots"], "edgewise.cli.bench.run_bench"),
+    (["bench", "deep-edge", "--experiments", "1", "--plots"], "edgewise.cli.bench.run_bench"),
+    (["profile", "--quick", "--output"], "edgewise.cli.profile.run_profile"),
+    (["update", "fit", "README.md", "--device-type", "jetson-nano", "--output"],
+     "edgewise.perf.models.fit_models")])
 def test_output_paths_are_checked_before_the_work_runs(
-        tmp_path: Path, args: list[str]) -> None:
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, args: list[str], work: str) -> None:
+    monkeypatch.setattr(work, _must_not_run)
     blocker = tmp_path / "a-file"
     blocker.write_text("not a folder")
-    start = time.perf_counter()
     result = runner.invoke(app, [*args, str(blocker / "out" / "x.png")])
     assert result.exit_code == 2, result.output
     assert "cannot create" in result.output and "Traceback" not in result.output
-    assert time.perf_counter() - start < 5.0

@@ -1,7 +1,8 @@
-"""The manager's Ekya endpoints, mounted with create_app(routers=[continual_router])."""
+"""The manager's Ekya endpoints, mounted with create_app(routers=[continual_router()])."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -9,17 +10,24 @@ from fastapi.testclient import TestClient
 
 from edgewise.cluster.model import Cluster, Device, Link
 from edgewise.continual.api import continual_router
-from edgewise.service import InMemoryBackend, create_app
+from edgewise.service import JobManager, Store, create_app
+from edgewise.service.problems import discover_problems, job_kinds
 
 TOKEN = "test-token-0123456789abcdef"
 BASE = "/api/v1/continual"
 
 
 @pytest.fixture
-def client() -> TestClient:
+def manager(tmp_path: Path) -> JobManager:
     device = Device("edge", "edge-server", 2, "gpu", 4096, 1.0)
     cluster = Cluster("c", (device,), Link("edge", "edge", 1000.0, 0.1))
-    app = create_app(InMemoryBackend(cluster), TOKEN, routers=[continual_router])
+    return JobManager(Store(tmp_path / "m.db"), job_kinds(discover_problems()), cluster,
+                      state_dir=tmp_path)
+
+
+@pytest.fixture
+def client(manager: JobManager) -> TestClient:
+    app = create_app(manager, TOKEN, problems=[], routers=[continual_router()])
     return TestClient(app, headers={"Authorization": f"Bearer {TOKEN}"})
 
 
@@ -72,3 +80,24 @@ def test_bad_requests(client: TestClient) -> None:
 def test_requires_the_token(client: TestClient) -> None:
     anonymous = TestClient(client.app)
     assert anonymous.post(f"{BASE}/plan", json=_problem()).status_code == 401
+
+
+@pytest.mark.parametrize(("change", "fragment"), [
+    ({"delta": 5e-324}, "delta"),  # once an OverflowError in floor(accelerators / delta)
+    ({"delta": 1e-5}, "delta"),  # once a 74.5 GiB MemoryError
+    ({"policy": "exact", "accelerators": 1000, "delta": 0.05}, "at most 100 for exact"),
+    ({"accelerators": 1000, "delta": 0.1}, "at most 2000 for thief"),
+])
+def test_problem_sizes_are_bounded_in_the_schema(client: TestClient, change: dict[str, Any],
+                                                 fragment: str) -> None:
+    response = client.post(f"{BASE}/plan", json={**_problem(), **change})
+    assert response.status_code == 422 and fragment in response.text
+
+
+def test_a_continual_job_shares_the_accelerator_device(manager: JobManager) -> None:
+    job = manager.submit("continual", {"streams": 2, "windows": 1})
+    assert job.kind == "continual" and job.state == "pending"
+    with pytest.raises(Exception, match="no such device"):
+        manager.submit("continual", {"device": "ghost"})
+    with pytest.raises(Exception, match="limited to 4 streams"):
+        manager.submit("continual", {"streams": 5, "policy": "exact"})

@@ -11,6 +11,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from edgewise.errors import InfeasibleError
+from edgewise.modelparallel.agents import QAgent
 from edgewise.modelparallel.policies import REGISTRY, get_method, trained
 from edgewise.modelparallel.policies.exhaustive import exhaustive, plan_cost
 from edgewise.modelparallel.problem import (
@@ -75,17 +76,50 @@ def _plan(rnd: Round, hosts: tuple[int, ...]) -> tuple[TaskPlacement, ...]:
     return tuple(out)
 
 
-@settings(max_examples=25, deadline=None)
-@given(tiny_rounds(max_jobs=1), st.sampled_from(["iql", "marl", "rl"]))
-def test_agents_trained_on_a_tiny_round_reach_the_oracle(rnd: Round, name: str) -> None:
-    """One job, a fixed round, exploration throughout (ε = 1): Q-learning is off-policy, so
-    the greedy plan of the trained agent is an optimal one (within the learning rate's
-    geometric convergence)."""
-    try:
-        best = exhaustive(rnd, np.random.default_rng(0))
-    except InfeasibleError:
-        assume(False)
-        return
+class _Scripted(QAgent):
+    """An agent that plays a given sequence of slots (to enumerate a job's decisions)."""
+
+    def __init__(self, script: tuple[int, ...]) -> None:
+        super().__init__()
+        self.script = list(script)
+
+    def act(self, state: str, n_actions: int, rng: np.random.Generator, explore: bool) -> int:
+        return min(self.script.pop(0), n_actions - 1)
+
+
+def _aliased(rnd: Round, name: str) -> bool:
+    """Whether two decisions at different depths of the job's placement can see the same
+    discretised state (§IV-B's levels are coarse): Q-learning then learns one value for
+    both, and the greedy plan need not be optimal (a partially observed problem)."""
+    method = get_method(name)
+    n_parts = len(rnd.jobs[0].partitions)
+    n_cands = len(rnd.network.candidates(rnd.jobs[0].origin))
+    depth_of: dict[str, int] = {}
+    for script in itertools.product(range(n_cands), repeat=n_parts):
+        agents = [_Scripted(script) for _ in range(rnd.network.n)]
+        dec = method.decide(rnd, agents, np.random.default_rng(0), False)
+        for depth, step in enumerate(dec.steps[0]):
+            if depth_of.setdefault(step.state, depth) != depth:
+                return True
+    return False
+
+
+def test_aliased_states_can_keep_q_learning_from_the_oracle() -> None:
+    """The fixed case hypothesis found: two equal partitions, and the second partition's
+    state after the first went to the origin equals the first's (both CPU levels of n0
+    stay "low"): one Q-row for both decisions, so the agent places both on n0 (16.7 s)
+    where the oracle splits them (12.5 s). Said in docs/srole.md."""
+    nodes = tuple(EdgeNode(f"n{i}", cpu=c, memory_mb=150.0, bandwidth_mbps=20.0, range_m=5.0)
+                  for i, c in enumerate((0.3, 0.6)))
+    parts = tuple(Partition(f"p{i}", 1.0, 0.25, 10.0, 0.0, 0.0) for i in range(2))
+    rnd = STILL.round_of(EdgeNetwork(nodes), (Job("j0", "m", 0, parts, input_mb=1.0),), (),
+                         np.random.default_rng(0))
+    assert _aliased(rnd, "iql")
+    assert plan_cost(rnd, exhaustive(rnd, np.random.default_rng(0)))[1] == pytest.approx(12.5)
+    assert _trained_cost(rnd, "iql") == pytest.approx(50.0 / 3.0)
+
+
+def _trained_cost(rnd: Round, name: str) -> float:
     method = get_method(name)
     agent = method.new_agent()
     agent.epsilon = 1.0
@@ -94,7 +128,24 @@ def test_agents_trained_on_a_tiny_round_reach_the_oracle(rnd: Round, name: str) 
         play_round(method, rnd, [agent] * rnd.network.n, rng)
     plan = trained(method, agent)(rnd, np.random.default_rng(2))
     valid, cost = plan_cost(rnd, plan)
-    assert valid and cost <= plan_cost(rnd, best)[1] * 1.01
+    assert valid
+    return cost
+
+
+@settings(max_examples=25, deadline=None)
+@given(tiny_rounds(max_jobs=1), st.sampled_from(["iql", "marl", "rl"]))
+def test_agents_trained_on_a_tiny_round_reach_the_oracle(rnd: Round, name: str) -> None:
+    """One job, a fixed round, exploration throughout (ε = 1), no two decisions of the job
+    seeing one state: Q-learning is off-policy, so the greedy plan of the trained agent is
+    an optimal one (within the learning rate's geometric convergence)."""
+    try:
+        best = exhaustive(rnd, np.random.default_rng(0))
+    except InfeasibleError:
+        assume(False)
+        return
+    assume(not _aliased(rnd, name))
+    assert _trained_cost(rnd, name) <= plan_cost(rnd, best)[1] * 1.01
+
 
 
 @settings(max_examples=25, deadline=None)
@@ -117,7 +168,10 @@ def test_every_method_plans_within_its_candidates_and_no_better_than_the_oracle(
                 reach = set(rnd.network.members(0))  # cluster head places, in the cluster
             assert set(place.nodes) <= reach, name
         valid, cost = plan_cost(rnd, plan)
-        assert not valid or cost >= best - 1e-9, name
+        in_candidates = all(set(place.nodes) <= set(rnd.network.candidates(job.origin))
+                            for job, place in zip(rnd.jobs, plan, strict=True))
+        if in_candidates:  # the oracle searches the candidates; a shield may reach further
+            assert not valid or cost >= best - 1e-9, name
 
 
 def test_worked_case_all_on_the_fast_node() -> None:

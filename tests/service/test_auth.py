@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from edgewise.errors import ConfigError
-from edgewise.service import InMemoryBackend, load_or_create_token, serve
+from edgewise.service import JobManager, create_app, load_or_create_token, make_server
 from edgewise.service.auth import token_path, token_source
 
 
@@ -69,10 +69,9 @@ def test_empty_token_file_and_symlink_are_refused(tmp_path: Path) -> None:
     assert not (tmp_path / "elsewhere").exists()
 
 
-def test_serve_refuses_a_remote_host_without_allow_remote(
-    backend: InMemoryBackend, tmp_path: Path
-) -> None:
+def test_the_server_refuses_a_remote_host_without_allow_remote(backend: JobManager) -> None:
+    app = create_app(backend, "a-token")
     for host in ("0.0.0.0", "::", "192.168.1.10", "manager.example"):
         with pytest.raises(ConfigError, match="allow_remote"):
-            serve(backend, host=host, token_path=tmp_path / "token")
-    assert not (tmp_path / "token").exists()  # refused before any token was made
+            make_server(app, host=host)
+    make_server(app, host="0.0.0.0", allow_remote=True)  # said on purpose: allowed

@@ -10,8 +10,10 @@ import yaml
 from fastapi.testclient import TestClient
 
 from edgewise.cluster.schema import load_cluster
-from edgewise.service import InMemoryBackend, create_app
-from edgewise.sites.api import sites_router
+from edgewise.errors import EdgewiseError
+from edgewise.service import JobManager, Store, create_app
+from edgewise.service.problems import discover_problems, job_kinds
+from edgewise.sites.api import build_sites_router, cluster_scenario
 from edgewise.sites.scenario import load_scenario
 from edgewise.sites.sim import simulate
 
@@ -20,13 +22,16 @@ ROOT = Path(__file__).parents[2]
 SMALL = ROOT / "src" / "edgewise" / "sites" / "examples" / "small.yaml"
 
 
-def _backend() -> InMemoryBackend:
-    return InMemoryBackend(load_cluster(ROOT / "examples" / "three-nanos.yaml"))
+def _backend(state: Path) -> JobManager:
+    """A dry-run manager of the mixed lab (two sites) offering every installed kind."""
+    cluster = load_cluster(ROOT / "examples" / "mixed-edge-lab.yaml")
+    return JobManager(Store(state / "m.db"), job_kinds(discover_problems()), cluster,
+                      state_dir=state)
 
 
 @pytest.fixture()
-def client() -> TestClient:
-    app = create_app(_backend(), TOKEN, routers=[sites_router])
+def client(tmp_path: Path) -> TestClient:
+    app = create_app(_backend(tmp_path), TOKEN, problems=[], routers=[build_sites_router()])
     return TestClient(app, headers={"Authorization": f"Bearer {TOKEN}"})
 
 
@@ -84,7 +89,24 @@ def test_bad_requests_get_422_naming_the_problem(client: TestClient, body: dict[
     assert fragment in response.text
 
 
-def test_the_routes_need_the_token() -> None:
-    bare = TestClient(create_app(_backend(), TOKEN, routers=[sites_router]))
+def test_size_limits_are_in_the_schema(client: TestClient) -> None:
+    huge = {"generator": {"n_sites": 64, "n_jobs": 256, "horizon": 500}}
+    response = client.post("/api/v1/sites/simulate", json=huge)
+    assert response.status_code == 422 and "at most 750000" in response.text
+
+
+def test_a_sites_job_runs_on_the_clusters_sites(tmp_path: Path) -> None:
+    manager = _backend(tmp_path)
+    scenario = cluster_scenario(manager.cluster)
+    assert [s.name for s in scenario.sites] == ["building-a", "building-b"]
+    job = manager.submit("sites", {"epochs_per_slot": 1})
+    assert job.kind == "sites" and job.state == "pending"
+    body = {"scenario": {**_scenario()}}
+    with pytest.raises(EdgewiseError, match="no sites named edge-a, edge-b, edge-c"):
+        manager.submit("sites", body)
+
+
+def test_the_routes_need_the_token(tmp_path: Path) -> None:
+    bare = TestClient(create_app(_backend(tmp_path), TOKEN))
     for path in ("/api/v1/sites/simulate", "/api/v1/sites/plan"):
         assert bare.post(path, json={"scenario": _scenario()}).status_code == 401

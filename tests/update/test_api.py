@@ -15,24 +15,30 @@ from fastapi.testclient import TestClient
 from edgewise.cluster.model import Cluster
 from edgewise.errors import EdgewiseError
 from edgewise.perf import profiler
-from edgewise.runtime.health import StrikeLedger
-from edgewise.service import InMemoryBackend, create_app
+from edgewise.service import JobManager, Store, create_app
+from edgewise.service.problems import discover_problems, job_kinds
 from edgewise.update.api import update_router
 
 TOKEN = "test-token-0123456789abcdef"
 UPDATE = "/api/v1/update"
 
 
-def _client(backend: InMemoryBackend, tmp_path: Path, token: str | None) -> TestClient:
-    app = create_app(backend, TOKEN, routers=[update_router(tmp_path / "models", tmp_path)])
+def _client(backend: JobManager, tmp_path: Path, token: str | None) -> TestClient:
+    app = create_app(backend, TOKEN, problems=[],
+                     routers=[update_router(tmp_path / "models", tmp_path)])
     headers = {} if token is None else {"Authorization": f"Bearer {token}"}
     return TestClient(app, headers=headers)
 
 
 @pytest.fixture
-def client(backend: InMemoryBackend, tmp_path: Path) -> Iterator[TestClient]:
+def client(backend: JobManager, tmp_path: Path) -> Iterator[TestClient]:
     with _client(backend, tmp_path, TOKEN) as c:
         yield c
+
+
+def _detail(response: Any) -> str:
+    """The messages of a 422 (a list of problems, as the OpenAPI document says)."""
+    return " ".join(problem["msg"] for problem in response.json()["detail"])
 
 
 def _worker(
@@ -95,7 +101,7 @@ def test_infeasible_request_is_422_with_the_reason(client: TestClient) -> None:
     body = {"n_samples": 1000, "workers": [_worker("hot", "jetson-nano", (95, 95, 30), 50.0)]}
     response = client.post(f"{UPDATE}/solve", json=body)
     assert response.status_code == 422
-    assert "no worker can take the model update" in response.json()["detail"]
+    assert "no worker can take the model update" in _detail(response)
 
 
 @pytest.mark.parametrize(
@@ -142,7 +148,7 @@ def test_solver_errors_name_the_field(
 ) -> None:
     response = client.post(f"{UPDATE}/solve", json=_testbed(**change))
     assert response.status_code == 422
-    assert detail in response.json()["detail"]
+    assert detail in _detail(response)
 
 
 def test_a_models_directory_without_the_device_type_is_422(
@@ -151,10 +157,10 @@ def test_a_models_directory_without_the_device_type_is_422(
     (tmp_path / "models" / "mine" / "jetson-tx2").mkdir(parents=True)
     response = client.post(f"{UPDATE}/solve", json=_testbed(models="mine"))
     assert response.status_code == 422
-    assert "none for device type 'jetson-nano'" in response.json()["detail"]
+    assert "none for device type 'jetson-nano'" in _detail(response)
 
 
-def test_launch_starts_a_pending_job(client: TestClient, backend: InMemoryBackend) -> None:
+def test_launch_queues_an_update_job(client: TestClient, backend: JobManager) -> None:
     body = {
         "shards": {"tx2": 900, "nano": 537},
         "batch_sizes": {"tx2": 64, "nano": 32},
@@ -166,57 +172,63 @@ def test_launch_starts_a_pending_job(client: TestClient, backend: InMemoryBacken
     response = client.post(f"{UPDATE}/launch", json=body)
     assert response.status_code == 201, response.text
     job = response.json()
-    assert job["state"] == "pending" and job["epochs"] == 3
-    spec = backend.job_spec(job["job_id"])
-    assert spec is not None and spec.workers == ["tx2", "nano"] and spec.mode == "sync"
-    assert spec.shards == {"tx2": 900, "nano": 537} and spec.seed == 7
-    task = client.get(f"{UPDATE}/tasks/{job['job_id']}")
+    assert job["state"] == "pending" and job["kind"] == "update"
+    stored = backend.store.job(job["id"])
+    assert stored is not None
+    spec = stored.spec
+    assert spec["workers"] == ["tx2", "nano"] and spec["mode"] == "sync" and spec["epochs"] == 3
+    assert spec["shards"] == {"tx2": 900, "nano": 537} and spec["seed"] == 7
+    task = client.get(f"{UPDATE}/tasks/{job['id']}")
     assert task.status_code == 200 and task.json() == job
 
 
 def test_launch_refuses_unknown_devices_and_passes_the_target_accuracy(
-        client: TestClient, backend: InMemoryBackend) -> None:
+        client: TestClient, backend: JobManager) -> None:
     response = client.post(f"{UPDATE}/launch", json={"shards": {"ghost": 10}})
-    assert response.status_code == 422 and "ghost" in response.json()["detail"]
+    assert response.status_code == 422 and "ghost" in _detail(response)
     body = {"shards": {"tx2": 10}, "target_accuracy": 1.5}
     assert client.post(f"{UPDATE}/launch", json=body).status_code == 422
-    body = {"shards": {"tx2": 10}, "target_accuracy": 0.9}
+    body = {"shards": {"tx2": 1437}, "target_accuracy": 0.9}
     job = client.post(f"{UPDATE}/launch", json=body).json()
-    spec = backend.job_spec(job["job_id"])
-    assert spec is not None and spec.target_accuracy == 0.9
+    stored = backend.store.job(job["id"])
+    assert stored is not None and stored.spec["target_accuracy"] == 0.9
 
 
-def test_unknown_task_is_404(client: TestClient) -> None:
+def test_unknown_task_is_404(client: TestClient, backend: JobManager) -> None:
     assert client.get(f"{UPDATE}/tasks/job-9999").status_code == 404
     assert client.get(f"{UPDATE}/tasks/bad id!").status_code in (404, 422)
+    other = backend.submit("continual", {"streams": 1})
+    assert client.get(f"{UPDATE}/tasks/{other.id}").status_code == 404  # not an update
 
 
-def test_monitor_without_a_ledger(client: TestClient, backend: InMemoryBackend) -> None:
-    backend.record_metrics("tx2", {"cpu_percent": 12.5})
-    view = client.get(f"{UPDATE}/monitor").json()
-    assert view["strikes"] == {} and view["struck_out"] == [] and view["active_jobs"] == []
-    assert view["metrics"]["tx2"]["cpu_percent"] == 12.5
+class _Devices:
+    """Device metrics as a device agent would report them."""
+
+    def device_metrics(self) -> dict[str, dict[str, float]]:
+        return {"tx2": {"cpu_percent": 12.5, "age_seconds": 0.4}}
+
+    def inject_fault(self, kind: str, device: str, peer: str | None,
+                     seconds: float) -> dict[str, Any]:
+        raise AssertionError("not used")
 
 
-class _LedgerBackend(InMemoryBackend):
-    """A dry-run backend that also keeps strikes, as the Ray backend does."""
-
-    def __init__(self, cluster: Cluster) -> None:
-        super().__init__(cluster, clock=lambda: 1000.0)
-        self.ledger = StrikeLedger()
-
-
-def test_monitor_reads_the_backends_ledger(cluster: Cluster, tmp_path: Path) -> None:
-    backend = _LedgerBackend(cluster)
-    for device in ("nano", "nano", "nano", "tx2"):
-        backend.ledger.strike(device)
-    with _client(backend, tmp_path, TOKEN) as client:
+def test_monitor_shows_strikes_metrics_and_active_jobs(cluster: Cluster, tmp_path: Path) -> None:
+    manager = JobManager(Store(tmp_path / "m.db"), job_kinds(discover_problems()), cluster,
+                         state_dir=tmp_path, devices=_Devices())
+    with _client(manager, tmp_path, TOKEN) as client:
+        view = client.get(f"{UPDATE}/monitor").json()
+        assert view["strikes"] == {} and view["struck_out"] == [] and view["active_jobs"] == []
+        assert view["metrics"]["tx2"]["cpu_percent"] == 12.5
+        for device in ("nano", "nano", "nano", "tx2"):
+            manager.ledger.strike(device)
+        job = manager.submit("update", {"epochs": 1})
         view = client.get(f"{UPDATE}/monitor").json()
     assert view["strikes"] == {"nano": 3, "tx2": 1}
     assert view["struck_out"] == ["nano"] and view["strike_limit"] == 3
+    assert view["active_jobs"] == [job.id]
 
 
-def test_every_update_route_needs_the_token(backend: InMemoryBackend, tmp_path: Path) -> None:
+def test_every_update_route_needs_the_token(backend: JobManager, tmp_path: Path) -> None:
     # Read the routes off the router: recent FastAPI wraps included routers in app.routes.
     router = update_router(tmp_path, tmp_path)
     routes = [

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import time
 from pathlib import Path
 from typing import Annotated
@@ -13,6 +15,7 @@ from rich.markup import escape
 
 from edgewise.cli.common import err, out, user_errors
 from edgewise.cli.render import catalog_table, cluster_table, metrics_table
+from edgewise.cluster.catalog import catalog
 from edgewise.cluster.schema import load_cluster
 from edgewise.runtime.agent import DeviceAgent
 from edgewise.runtime.launch import monitor_handle
@@ -42,8 +45,13 @@ def check(file: ClusterFile) -> None:
 
 
 @app.command()
-def types() -> None:
+def types(as_json: bool = typer.Option(False, "--json",
+                                       help="print one JSON object: type name → figures")
+          ) -> None:
     """The catalog of real edge device types and their datasheet figures."""
+    if as_json:
+        print(json.dumps({name: dataclasses.asdict(t) for name, t in catalog().items()}))
+        return
     out.print(catalog_table())
 
 

@@ -13,6 +13,7 @@ from rich.progress import Progress, TaskID
 from rich.table import Table
 
 from edgewise.cli.common import Address, err, out, user_errors
+from edgewise.cli.workload_opts import ClassesOpt, InputShapeOpt, workload_from_cli
 from edgewise.cluster.schema import load_cluster
 from edgewise.continual.microprofiler import MicroProfile, microprofile, prepare_window
 from edgewise.continual.policies import get_policy
@@ -27,9 +28,10 @@ from edgewise.continual.run import (
     offline_inference_options,
     plan_window,
 )
+from edgewise.continual.workload import EdgeModels, edge_models, frame_streams
 from edgewise.errors import ConfigError
-from edgewise.nn.continual_models import golden_model, pretrained_edge
-from edgewise.nn.streams import DigitsStream, Window, digits_streams, load_frame_folders
+from edgewise.nn.streams import DIGITS_SHAPE, DigitsStream, Stream, Window, digits_streams
+from edgewise.nn.workload import Workload
 
 __all__ = ["app", "demo_part", "plan_json", "plan_table", "planned", "run_json", "window_table"]
 
@@ -45,13 +47,48 @@ Frames = typer.Option([], help="a stream of your own: a folder with one sub-fold
                                "frames per window (repeatable; replaces the digits streams)")
 Delta = typer.Option(0.1, min=0.01, max=1.0, help="stealing quantum Δ (share of the device)")
 JsonOpt = typer.Option(False, "--json", help="print one JSON object on stdout")
+StudentOpt = typer.Option(None, "--student", help="the student: hf:<ConfigClass>, "
+                          "py:module:factory, py:FILE.py:factory or a built-in name "
+                          "(default: the digits CNN)")
+StudentArgs = typer.Option([], "--student-arg", metavar="KEY=VALUE",
+                           help="a config or factory argument of the student (repeatable)")
+StudentWeights = typer.Option(None, "--student-weights",
+                              help="the deployed student's weights, a .safetensors file")
+GoldenOpt = typer.Option(None, "--golden", help="the golden model that labels the retraining "
+                         "frames, as --student (default: the digits teacher)")
+GoldenArgs = typer.Option([], "--golden-arg", metavar="KEY=VALUE",
+                          help="a config or factory argument of the golden model (repeatable)")
+GoldenWeights = typer.Option(None, "--golden-weights",
+                             help="the golden model's weights, a .safetensors file")
+
+
+def model_specs(student: str | None, student_args: list[str], student_weights: Path | None,
+                golden: str | None, golden_args: list[str], golden_weights: Path | None,
+                input_shape: str | None, classes: int | None,
+                ) -> tuple[Workload | None, Workload | None]:
+    """The student's and the golden model's workload specs from the flags (None: built-in);
+    both take the same frames (``--input-shape``) and classes (``--classes``)."""
+    specs: list[Workload | None] = []
+    for flag, model, args, weights in (("--student", student, student_args, student_weights),
+                                       ("--golden", golden, golden_args, golden_weights)):
+        if model is None:
+            specs.append(None)
+            continue
+        try:
+            specs.append(workload_from_cli(model, args=args, weights=weights,
+                                           input_shape=input_shape, classes=classes))
+        except ConfigError as exc:
+            raise ConfigError(exc.problem, field=flag) from None
+    return specs[0], specs[1]
 
 
 def planned(windows: list[Window], policy: str, settings: RunSettings,
-            ) -> tuple[ContinualPlan, dict[str, MicroProfile]]:
+            models: EdgeModels | None = None) -> tuple[ContinualPlan, dict[str, MicroProfile]]:
     """Micro-profile each stream's window with the deployed model and plan it."""
-    golden, model = golden_model(settings.seed), pretrained_edge(settings.seed)
-    holdout = DigitsStream("holdout", 10_000 + settings.seed, n_windows=1).window(0)
+    models = models or edge_models(seed=settings.seed)
+    golden, model = models.golden, models.student
+    holdout = DigitsStream("holdout", 10_000 + settings.seed, n_windows=1).window(0) \
+        if models.shape == DIGITS_SHAPE else windows[0]
     infer = offline_inference_options(model, holdout, golden, settings)
     profiles, states = {}, []
     for w in windows:
@@ -78,18 +115,19 @@ def plan_table(plan: ContinualPlan, profiles: dict[str, MicroProfile], policy: s
     return table
 
 
-def _windows(streams: int, seed: int, window: int, frames: list[Path]) -> list[Window]:
+def _windows(streams: int, seed: int, window: int, frames: list[Path],
+             models: EdgeModels) -> list[Window]:
     if frames:
         found = []
-        for path in frames:
-            loaded = load_frame_folders(path)
-            if window >= len(loaded):
-                raise ConfigError(f"{path} has {len(loaded)} windows, asked for {window}",
-                                  field="--window")
-            found.append(loaded[window])
-        if len({w.stream for w in found}) != len(found):
-            raise ConfigError("frame folders must have distinct names", field="--frames")
+        for stream in frame_streams(frames, models):
+            if window >= stream.n_windows:
+                raise ConfigError(f"{stream.name} has {stream.n_windows} windows, asked for "
+                                  f"{window}", field="--window")
+            found.append(stream.window(window))
         return found
+    if models.shape != DIGITS_SHAPE:
+        raise ConfigError(f"the digits streams are 8x8 grey; a student on {list(models.shape)} "
+                          "frames needs --frames", field="--frames")
     return [s.window(window) for s in digits_streams(streams, seed=seed, n_windows=window + 1)]
 
 
@@ -98,10 +136,18 @@ def _windows(streams: int, seed: int, window: int, frames: list[Path]) -> list[W
 def plan(streams: int = Streams, window_s: float = WindowS, seed: int = Seed,
          policy: str = PolicyOpt, a_min: float = AMin, delta: float = Delta,
          window: int = typer.Option(0, min=0, max=50, help="which window to plan"),
-         frames: list[Path] = Frames, as_json: bool = JsonOpt) -> None:
+         frames: list[Path] = Frames, student: str | None = StudentOpt,
+         student_args: list[str] = StudentArgs, student_weights: Path | None = StudentWeights,
+         golden: str | None = GoldenOpt, golden_args: list[str] = GoldenArgs,
+         golden_weights: Path | None = GoldenWeights, input_shape: str | None = InputShapeOpt,
+         classes: int | None = ClassesOpt, as_json: bool = JsonOpt) -> None:
     """Micro-profile every stream's window and print the policy's plan."""
     settings = RunSettings(window_s=window_s, seed=seed, a_min=a_min, delta=delta)
-    result, profiles = planned(_windows(streams, seed, window, frames), policy, settings)
+    get_policy(policy)
+    models = edge_models(*model_specs(student, student_args, student_weights, golden,
+                                      golden_args, golden_weights, input_shape, classes), seed)
+    result, profiles = planned(_windows(streams, seed, window, frames, models), policy,
+                               settings, models)
     if as_json:
         print(json.dumps(plan_json(result, profiles, policy)))
     else:
@@ -141,11 +187,15 @@ def _advance(bar: Progress, task: TaskID) -> Callable[[WindowResult], None]:
 
 def run_windows(streams: int, windows: int, window_s: float, seed: int,
                 policies: Sequence[str], a_min: float = 0.0, console: Console = out,
-                show: bool = True, cluster: Path | None = None,
-                address: str | None = None, device: str = "") -> dict[str, list[WindowResult]]:
+                show: bool = True, frames: Sequence[Path] = (),
+                specs: tuple[Workload | None, Workload | None] = (None, None),
+                cluster: Path | None = None, address: str | None = None,
+                device: str = "") -> dict[str, list[WindowResult]]:
     """Run each policy for real on one local Ray instance (or on the cluster at
     ``address``, whose ``device``, by default its fastest, the streams share); prints a
-    progress bar and (with ``show``) the per-window accuracy of each."""
+    progress bar and (with ``show``) the per-window accuracy of each. ``frames`` replace
+    the digits streams; ``specs`` are the student's and the golden model's workloads (None:
+    built-in)."""
     from edgewise.runtime.emulation import EmulationConfig
     from edgewise.runtime.ray_cluster import connect
 
@@ -157,15 +207,19 @@ def run_windows(streams: int, windows: int, window_s: float, seed: int,
         raise ConfigError(f"the cluster has no device {device!r} for the streams to share",
                           field="--device")
     settings = RunSettings(window_s=window_s, seed=seed, a_min=a_min)
-    chosen = digits_streams(streams, seed=seed, n_windows=windows)
+    models = edge_models(*specs, seed)  # the models are checked before Ray starts
+    chosen: list[Stream] = list(frame_streams(frames, models)) if frames else list(
+        digits_streams(streams, seed=seed, n_windows=windows))
+    problem = LiveProblem(tuple(chosen), windows, settings, device=device, student=specs[0],
+                          golden=specs[1])
     runtime = connect(devices, address or None, EmulationConfig())
     found: dict[str, list[WindowResult]] = {}
     try:
         for policy in policies:
             with Progress(console=console, transient=True) as bar:
                 task = bar.add_task(f"{policy}: {windows} windows", total=windows)
-                found[policy] = execute(runtime, LiveProblem(tuple(chosen), windows, settings),
-                                        policy, progress=_advance(bar, task), device=device)
+                found[policy] = execute(runtime, problem, policy,
+                                        progress=_advance(bar, task))
             if show:
                 console.print(window_table(found[policy], policy))
     finally:
@@ -177,18 +231,25 @@ def run_windows(streams: int, windows: int, window_s: float, seed: int,
 @user_errors
 def run(streams: int = Streams, windows: int = typer.Option(3, min=1, max=20),
         window_s: float = WindowS, seed: int = Seed, policy: str = PolicyOpt,
-        a_min: float = AMin,
+        a_min: float = AMin, frames: list[Path] = Frames, student: str | None = StudentOpt,
+        student_args: list[str] = StudentArgs, student_weights: Path | None = StudentWeights,
+        golden: str | None = GoldenOpt, golden_args: list[str] = GoldenArgs,
+        golden_weights: Path | None = GoldenWeights, input_shape: str | None = InputShapeOpt,
+        classes: int | None = ClassesOpt,
         cluster: Path | None = typer.Option(
             None, help=f"cluster YAML (default: one emulated edge server, {DEVICE!r})"),
         device: str = typer.Option("", help="the device the streams share (default: the "
                                             "cluster's fastest)"),
         address: str = Address, as_json: bool = JsonOpt) -> None:
     """Run the plan for real: per stream an inference and a retraining actor on one device
-    (emulated, or of the cluster at --address), sharing it by the plan's shares; accuracy is
-    measured against true labels."""
+    (emulated, or of the cluster at --address, e.g. a testbed), sharing it by the plan's
+    shares; accuracy is measured against true labels (the golden model's where frames have
+    none)."""
+    specs = model_specs(student, student_args, student_weights, golden, golden_args,
+                        golden_weights, input_shape, classes)
     found = run_windows(streams, windows, window_s, seed, [policy], a_min,
-                        console=err if as_json else out, show=not as_json, cluster=cluster,
-                        address=address, device=device)
+                        console=err if as_json else out, show=not as_json, frames=frames,
+                        specs=specs, cluster=cluster, address=address, device=device)
     if as_json:
         print(json.dumps(run_json(found[policy], policy)))
 
@@ -198,7 +259,7 @@ def run_json(results: list[WindowResult], policy: str) -> dict[str, Any]:
     return {"policy": policy,
             "mean_accuracy": float(sum(r.mean_accuracy for r in results) / len(results)),
             "windows": [{"window": r.index, "accuracy": r.accuracy,
-                         "mean_accuracy": r.mean_accuracy,
+                         "mean_accuracy": r.mean_accuracy, "golden_accuracy": r.golden_accuracy,
                          "estimated_accuracy": r.plan.accuracy, "epochs_done": r.epochs_done,
                          "replans": r.replans} for r in results]}
 

@@ -12,6 +12,13 @@ import typer
 from rich.table import Table
 
 from edgewise.cli.common import Address, err, out, state_dir, user_errors
+from edgewise.cli.workload_opts import (
+    ClassesOpt,
+    InputShapeOpt,
+    ModelArgOpt,
+    WeightsOpt,
+    workload_from_cli,
+)
 from edgewise.errors import ConfigError
 from edgewise.modelparallel.agentfile import load_agents, save_agents
 from edgewise.modelparallel.agents import QAgent
@@ -23,6 +30,7 @@ from edgewise.modelparallel.policies import get_method
 from edgewise.modelparallel.rounds import KAPPA, RoundResult, random_round
 from edgewise.modelparallel.sim import SimOutcome, SroleProblem, simulate
 from edgewise.modelparallel.training import play_round, pretrain
+from edgewise.modelparallel.workloads import ModelRef
 
 __all__ = ["app", "demo_part", "method_means", "placement_table", "results_table"]
 
@@ -31,7 +39,9 @@ app = typer.Typer(help="Model-parallel training placement on edge clusters (SROL
 
 MethodOpt = typer.Option("srole-c", "--method", "-m",
                          help="rl, marl (CQ-learning), iql, srole-c or srole-d")
-ModelOpt = typer.Option("vgg-16", help="vgg-16, googlenet or rnn")
+ModelOpt = typer.Option("vgg-16", help="vgg-16, googlenet or rnn (SROLE's), or a workload "
+                        "model: hf:<ConfigClass>, py:module:factory, py:FILE.py:factory, a zoo "
+                        "name (with --model-arg, --weights, --input-shape, --classes)")
 SeedOpt = typer.Option(0, help="random seed (same seed, same numbers)")
 EdgesOpt = typer.Option(10, min=5, max=100, help="edge nodes (a multiple of 5)")
 WorkloadOpt = typer.Option(100.0, min=50.0, max=100.0, help="PageRank workload, %")
@@ -40,6 +50,25 @@ PartsOpt = typer.Option(None, "--partitions", min=1, max=64,
                         help="group each model's levels into at most this many FLOP-balanced "
                              "partitions (default: one partition per model level, §III)")
 JsonOpt = typer.Option(False, "--json", help="print one JSON object instead of a table")
+WorkloadFileOpt = typer.Option(None, "--workload-file",
+                               help="a workload YAML file naming the model (--workload is the "
+                                    "PageRank load)")
+
+
+def model_ref(model: str | None, args: list[str], weights: Path | None,
+              input_shape: str | None, classes: int | None,
+              workload: Path | None) -> ModelRef | None:
+    """SROLE's model by name, or the workload the flags name (checked: it builds and
+    traces); None when nothing names a model."""
+    if workload is None and model is None:
+        return None
+    plain = not (args or weights or input_shape or classes)
+    if workload is None and plain and model in srole_models():
+        return model
+    ref = workload_from_cli(model, args=args, weights=weights, input_shape=input_shape,
+                            classes=classes, workload=workload)
+    check_model(ref)
+    return ref
 
 
 def _agents_path(method: str) -> Path:
@@ -47,7 +76,7 @@ def _agents_path(method: str) -> Path:
 
 
 def _trained(method: str, agents: Path | None, rounds: int, seed: int,
-             parts: int | None = None) -> QAgent:
+             parts: int | None = None, models: list[ModelRef] | None = None) -> QAgent:
     """The saved agent for ``method`` (``agents`` or the state directory), else pre-train."""
     get_method(method)  # an unknown method is reported before anything is read or trained
     path = agents or _agents_path(method)
@@ -60,8 +89,8 @@ def _trained(method: str, agents: Path | None, rounds: int, seed: int,
     if agents is not None:
         raise ConfigError(f"no such file: {agents}", field="--agents")
     err.print(f"no saved agents for {method}; pre-training {rounds} rounds")
-    return pretrain(get_method(method), srole_models(), np.random.default_rng(seed), rounds,
-                    n_partitions=parts)
+    return pretrain(get_method(method), models or list(srole_models()),
+                    np.random.default_rng(seed), rounds, n_partitions=parts)
 
 
 @app.command("train")
@@ -70,10 +99,18 @@ def train_command(
     method: str = MethodOpt, rounds: int = RoundsOpt, seed: int = SeedOpt,
     kappa: float = typer.Option(KAPPA, min=0.0, help="shield penalty κ"),
     output: Path | None = typer.Option(None, "--out", help="JSON file (default: state dir)"),
-    parts: int | None = PartsOpt, as_json: bool = JsonOpt,
+    parts: int | None = PartsOpt,
+    model: str | None = typer.Option(None, help="pre-train on jobs of this model only "
+                                     "(default: SROLE's three); as --model of place"),
+    args: list[str] = ModelArgOpt, weights: Path | None = WeightsOpt,
+    input_shape: str | None = InputShapeOpt, classes: int | None = ClassesOpt,
+    workload_file: Path | None = WorkloadFileOpt, as_json: bool = JsonOpt,
 ) -> None:
     """Pre-train a method's agents offline on random networks (§V-A) and save them."""
-    agent = pretrain(get_method(method), srole_models(), np.random.default_rng(seed), rounds,
+    get_method(method)
+    ref = model_ref(model, args, weights, input_shape, classes, workload_file)
+    models = [ref] if ref is not None else list(srole_models())
+    agent = pretrain(get_method(method), models, np.random.default_rng(seed), rounds,
                      kappa=kappa, n_partitions=parts)
     path = output or _agents_path(method)
     try:
@@ -103,16 +140,23 @@ def placement_table(res: RoundResult, jobs: list[str], method: str) -> Table:
 
 @app.command("place")
 @user_errors
-def place_command(method: str = MethodOpt, model: str = ModelOpt, edges: int = EdgesOpt,
+def place_command(method: str = MethodOpt, model: str = ModelOpt,
+                  args: list[str] = ModelArgOpt, weights: Path | None = WeightsOpt,
+                  input_shape: str | None = InputShapeOpt, classes: int | None = ClassesOpt,
+                  workload_file: Path | None = WorkloadFileOpt, edges: int = EdgesOpt,
                   workload: float = WorkloadOpt, seed: int = SeedOpt, rounds: int = RoundsOpt,
                   agents: Path | None = typer.Option(None, help="agents saved by `train`"),
                   parts: int | None = PartsOpt, as_json: bool = JsonOpt) -> None:
-    """Place one round of jobs (3 per cluster) on a random Table I network and print it."""
-    check_model(model)
-    base = _trained(method, agents, rounds, seed, parts)
+    """Place one round of jobs (3 per cluster) on a random Table I network and print it;
+    a workload's model is split into levels by graph analysis, as SROLE's own."""
+    get_method(method)
+    ref = model_ref(None if workload_file else model, args, weights, input_shape, classes,
+                    workload_file)
+    assert ref is not None
+    base = _trained(method, agents, rounds, seed, parts, [ref])
     rng = np.random.default_rng([seed, 1])
     net = random_network(edges, rng)
-    rnd = random_round(net, model, workload, rng, parts)
+    rnd = random_round(net, ref, workload, rng, parts)
     res = play_round(get_method(method), rnd, [base.copy() for _ in range(net.n)], rng,
                      explore=False, learn=False)
     if as_json:
@@ -160,11 +204,14 @@ def results_table(rows: dict[str, SimOutcome]) -> Table:
     return table
 
 
-def _simulate(methods: list[str], model: str, edges: int, workload: float, online: int,
+def _simulate(methods: list[str], model: ModelRef, edges: int, workload: float, online: int,
               rounds: int, seed: int, parts: int | None = None) -> dict[str, SimOutcome]:
-    """Each method pre-trained (``rounds``), then ``online`` rounds on the same network."""
+    """Each method pre-trained (``rounds``), then ``online`` rounds on the same network;
+    a workload's methods pre-train on its jobs."""
     net = random_network(edges, np.random.default_rng([seed, 0]))
-    problem = SroleProblem(net, model, workload, online, parts, pretrain_rounds=rounds)
+    models = tuple(srole_models()) if isinstance(model, str) else (model,)
+    problem = SroleProblem(net, model, workload, online, parts, pretrain_rounds=rounds,
+                           pretrain_models=models)
     return {name: simulate(problem, name, seed=seed) for name in methods}
 
 
@@ -173,15 +220,20 @@ def _simulate(methods: list[str], model: str, edges: int, workload: float, onlin
 def simulate_command(
     method: list[str] = typer.Option(list(METHOD_NAMES), "--method", "-m",
                                      help="method to compare (repeatable)"),
-    model: str = ModelOpt, edges: int = EdgesOpt, workload: float = WorkloadOpt,
+    model: str = ModelOpt, args: list[str] = ModelArgOpt, weights: Path | None = WeightsOpt,
+    input_shape: str | None = InputShapeOpt, classes: int | None = ClassesOpt,
+    workload_file: Path | None = WorkloadFileOpt, edges: int = EdgesOpt,
+    workload: float = WorkloadOpt,
     online: int = typer.Option(40, min=1, max=10_000, help="online rounds"),
     rounds: int = RoundsOpt, seed: int = SeedOpt, parts: int | None = PartsOpt,
     as_json: bool = JsonOpt) -> None:
     """Pre-train each method, then run it online on the same random network and rounds."""
-    check_model(model)
     for name in method:
         get_method(name)
-    rows = _simulate(method, model, edges, workload, online, rounds, seed, parts)
+    ref = model_ref(None if workload_file else model, args, weights, input_shape, classes,
+                    workload_file)
+    assert ref is not None
+    rows = _simulate(method, ref, edges, workload, online, rounds, seed, parts)
     if as_json:
         doc: dict[str, Any] = {name: method_means(res) for name, res in rows.items()}
         print(json.dumps(doc))

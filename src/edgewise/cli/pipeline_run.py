@@ -8,23 +8,72 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import numpy as np
+import torch
 import typer
 from rich.table import Table
+from torch import nn
 
 from edgewise.cli.common import Address, err, out, user_errors
+from edgewise.cli.workload_opts import (
+    ClassesOpt,
+    InputShapeOpt,
+    ModelArgOpt,
+    WeightsOpt,
+    WorkloadFileOpt,
+    workload_from_cli,
+)
+from edgewise.cluster.model import Cluster
 from edgewise.cluster.schema import cluster_from_dict, load_cluster
+from edgewise.errors import ConfigError
+from edgewise.nn.chain import ModelChain
 from edgewise.nn.chain_cache import cached_chain as zoo_chain
+from edgewise.nn.split import split_sequential
+from edgewise.nn.workload import Workload
+from edgewise.nn.zoo import zoo_names
+from edgewise.pipeline.dispatcher import Splitter
 from edgewise.pipeline.generate import random_instance
 from edgewise.pipeline.problem import PipelineProblem
-from edgewise.pipeline.realrun import BENCH_CLUSTER, plan_bench_pipeline, run_bench_pipeline
-from edgewise.pipeline.run import Dispatcher, Result
+from edgewise.pipeline.realrun import BENCH_CLUSTER, bench_model, bench_problem
+from edgewise.pipeline.run import Dispatcher, PipelineRun, Result, execute
 from edgewise.pipeline.sim import PipelineOutcome, simulate
+from edgewise.pipeline.workload import (
+    OutputCheck,
+    compare_outputs,
+    folder_inputs,
+    partitioned,
+    random_inputs,
+    reference_outputs,
+    workload_problem,
+)
 from edgewise.runtime.faults import FaultInjector
 from edgewise.runtime.ray_cluster import connect
+from edgewise.wire.activation import ActivationCodec
 
-__all__ = ["outcome_json", "plan", "run", "run_pipeline"]
+__all__ = ["ModelArg", "ModelOpt", "outcome_json", "pick_model", "plan", "run", "run_pipeline"]
 
 AsJson = Annotated[bool, typer.Option("--json", help="print one JSON object instead of tables")]
+ModelArg = typer.Argument(None, metavar="[MODEL]", help="a zoo model (" + ", ".join(zoo_names())
+                          + "), hf:<ConfigClass>, py:module:factory, py:FILE.py:factory or "
+                          "export:FILE.pt2")
+ModelOpt = typer.Option(None, "--model", help="MODEL, as an option")
+EXACT_ATOL = 1e-4  # one thread in a stage vs several in the reference: float rounding only
+
+
+def pick_model(argument: str | None, option: str | None) -> str | None:
+    """The model named by the argument or by ``--model`` (not both)."""
+    if argument is not None and option is not None and argument != option:
+        raise ConfigError("name the model once: as the argument or with --model",
+                          field="--model")
+    return argument if argument is not None else option
+
+
+def spec_chain(spec: Workload, seed: int = 0) -> ModelChain:
+    """The chain a plan cuts: a plain zoo name's from the chain cache, any other model's
+    over its single-tensor candidate points (what `pipeline run` can serve)."""
+    plain = spec.model.kind == "builtin" and spec.weights is None and not spec.model.args
+    if plain and spec.model.ref in zoo_names():
+        return zoo_chain(spec.model.ref)
+    return partitioned(spec, seed)[1].chain
 
 
 def outcome_json(problem: PipelineProblem, outcome: PipelineOutcome) -> dict[str, Any]:
@@ -55,7 +104,10 @@ def _plan_table(problem: PipelineProblem, outcomes: list[PipelineOutcome]) -> Ta
 
 
 @user_errors
-def plan(model: str = typer.Argument(..., help="a zoo model (edgewise pipeline analyze)"),
+def plan(model: str | None = ModelArg, model_opt: str | None = ModelOpt,
+         args: list[str] = ModelArgOpt, weights: Path | None = WeightsOpt,
+         input_shape: str | None = InputShapeOpt, classes: int | None = ClassesOpt,
+         workload: Path | None = WorkloadFileOpt,
          nodes: int = typer.Option(10, min=1, max=200, help="random geometric cluster size"),
          memory_mb: float = typer.Option(128.0, min=1.0, help="memory of every node, MB"),
          seed: int = typer.Option(0),
@@ -64,14 +116,16 @@ def plan(model: str = typer.Argument(..., help="a zoo model (edgewise pipeline a
              "paper's §6.1 simulations (default: the dispatcher's input transfer too)"),
          as_json: AsJson = False) -> None:
     """Plan MODEL on a random SEIFER cluster (§6.1) with every policy; compare bottlenecks."""
+    spec = workload_from_cli(pick_model(model, model_opt), args=args, weights=weights,
+                             input_shape=input_shape, classes=classes, workload=workload)
     rng = np.random.default_rng(seed)
-    problem = random_instance(nodes, zoo_chain(model), rng, memory_mb=(memory_mb, memory_mb))
+    problem = random_instance(nodes, spec_chain(spec), rng, memory_mb=(memory_mb, memory_mb))
     problem = dataclasses.replace(problem, dispatcher_transfer=not paper_scoring)
     names = ["seifer", "joint-greedy", "bottleneck-search", "random"]
     names += ["exact"] if nodes <= 6 else []
     outcomes = [simulate(problem, n, seed=seed) for n in names]
     if as_json:
-        print(json.dumps({"model": model, "nodes": list(problem.nodes),
+        print(json.dumps({"model": spec.label, "nodes": list(problem.nodes),
                           "dispatcher_transfer": problem.dispatcher_transfer,
                           "plans": [outcome_json(problem, o) for o in outcomes]}))
         return
@@ -93,53 +147,132 @@ def _killer(kill_stage: int, after: int, devices: list[str], quiet: bool) -> Any
     return on_result
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Served:
+    """What `run` serves: the model, its placement problem, how it is cut, a request."""
+
+    model: nn.Module
+    problem: PipelineProblem
+    splitter: Splitter
+    example: torch.Tensor
+
+
+def _served(spec: Workload | None, cluster: Cluster, seed: int, min_stages: int) -> _Served:
+    """The built-in bench CNN (no model named) or the named model, cut at its points."""
+    if spec is None:
+        model = bench_model(seed)
+        return _Served(model, bench_problem(cluster, model), split_sequential,
+                       torch.zeros(1, 3, 64, 64))
+    net, pm, example = partitioned(spec, seed)
+    return _Served(net, workload_problem(cluster, pm, min_stages=min_stages), pm.splitter,
+                   example)
+
+
+def _inputs(served: _Served, spec: Workload | None, folder: Path | None,
+            requests: int | None, seed: int) -> list[np.ndarray[Any, Any]]:
+    if folder is not None:
+        return folder_inputs(folder, tuple(served.example.shape[1:]),
+                             spec.data if spec else None, limit=requests or _MAX_IMAGES)
+    return random_inputs(served.example, requests or (60 if spec is None else 8), seed)
+
+
+_MAX_IMAGES = 64
+
+
 @user_errors
-def run(requests: int = typer.Option(60, min=1, max=100000),
+def run(model: str | None = ModelArg, model_opt: str | None = ModelOpt,
+        args: list[str] = ModelArgOpt, weights: Path | None = WeightsOpt,
+        input_shape: str | None = InputShapeOpt, classes: int | None = ClassesOpt,
+        workload: Path | None = WorkloadFileOpt,
+        inputs: Path | None = typer.Option(
+            None, "--inputs", help="a folder of images (sub-folders too), decoded with Pillow "
+            "to the model's input shape; default: random inputs from --seed"),
+        requests: int | None = typer.Option(
+            None, min=1, max=100000, help="requests to stream (default: 60 for the built-in "
+            f"CNN, 8 for a model, the images in --inputs up to {_MAX_IMAGES})"),
+        compression: str = typer.Option(
+            "none", help="activations on the wire: none (raw), lz4 (lossless) or zfp"),
+        tolerance: float = typer.Option(1e-3, help="ZFP's absolute error bound per hop"),
+        min_stages: int = typer.Option(
+            3, min=1, max=4, help="with a model: each node offers just under 1/(N-1) of its "
+            "memory, so that no plan has fewer than N stages"),
         kill_stage: int = typer.Option(-1, help="kill this stage after a sixth of the requests"),
-        seed: int = typer.Option(0),
         cluster: Path | None = typer.Option(
             None, help="cluster YAML whose manager dispatches and whose other devices host "
                        "the stages (default: the shipped seifer-bench.yaml)"),
-        address: str = Address, as_json: AsJson = False) -> None:
-    """Place a CNN with bottleneck-search on four Jetson Nanos behind slow links (emulated,
-    or the cluster at --address), stream REQUESTS images through the pipeline and compare
-    the throughput with the plan's bound."""
-    run_pipeline(requests, kill_stage, seed, cluster, address or None, as_json)
+        seed: int = typer.Option(0), address: str = Address, as_json: AsJson = False) -> None:
+    """Place MODEL (default: a small CNN) with bottleneck-search on four Jetson Nanos behind
+    slow links (emulated, or the cluster at --address, e.g. a testbed), stream requests
+    through the pipeline, check the outputs against the unpartitioned model and compare the
+    throughput with the plan's bound."""
+    codec = ActivationCodec(compression, tolerance)  # type: ignore[arg-type]
+    name = pick_model(model, model_opt)
+    spec = None if name is None and workload is None else workload_from_cli(
+        name, args=args, weights=weights, input_shape=input_shape, classes=classes,
+        workload=workload)
+    run_pipeline(spec, cluster, address or None, inputs=inputs, requests=requests,
+                 codec=codec, min_stages=min_stages, kill_stage=kill_stage, seed=seed,
+                 as_json=as_json)
 
 
-def run_pipeline(requests: int = 60, kill_stage: int = -1, seed: int = 0,
-                 cluster: Path | None = None, address: str | None = None,
+def run_pipeline(spec: Workload | None = None, cluster_file: Path | None = None,
+                 address: str | None = None, *, inputs: Path | None = None,
+                 requests: int | None = None, codec: ActivationCodec | None = None,
+                 min_stages: int = 3, kill_stage: int = -1, seed: int = 0,
                  as_json: bool = False) -> None:
-    """`pipeline run` (and the demo's part): plan, stream, kill a stage, report."""
-    devices = (load_cluster(cluster) if cluster is not None
+    """`pipeline run` (and the demo's part): plan, stream, check, report."""
+    codec = codec or ActivationCodec("none")
+    cluster = (load_cluster(cluster_file) if cluster_file is not None
                else cluster_from_dict(BENCH_CLUSTER, source="pipeline-run"))
-    planned = plan_bench_pipeline(devices, seed)
+    served = _served(spec, cluster, seed, min_stages)
+    problem = served.problem
+    outcome = simulate(problem, "bottleneck-search", seed=seed)
     if not as_json:
-        out.print(_plan_table(planned.problem, [planned.outcome]))
-    runtime = connect(devices, address)
+        out.print(_plan_table(problem, [outcome]))
+    devices = [problem.nodes[i] for i in outcome.plan.nodes]
+    batch = _inputs(served, spec, inputs, requests, seed)
+    runtime = connect(cluster, address)
     try:
-        done = run_bench_pipeline(runtime, planned, seed, requests, on_result=_killer(
-            kill_stage, requests // 6, planned.devices, as_json))
+        done = execute(runtime, problem, outcome.plan, model=served.model, inputs=batch,
+                       on_result=_killer(kill_stage, len(batch) // 6, devices, as_json),
+                       codec=codec, splitter=served.splitter)
     finally:
         runtime.shutdown()
-    outcome, ran = done.outcome, done.run
-    figures = {"plan": outcome_json(done.problem, outcome), "requests": requests,
-               "results": len(ran.outputs), "in_order": ran.request_ids == list(range(
-                   len(ran.outputs))), "outputs_equal_to_the_model": done.outputs_correct,
-               "restarts": ran.restarts, "resends": ran.resends,
-               "duplicates": ran.duplicates, "time_dilation": runtime.time_dilation,
-               "timings": {"throughput_rps": ran.throughput_rps,
-                           "latency_p50_s": ran.latency_p50_s, "seconds": ran.seconds}}
+    _report(done, compare_outputs(done.outputs, reference_outputs(served.model, batch)),
+            problem, outcome, len(batch), codec, as_json, runtime.time_dilation)
+
+
+def _report(done: PipelineRun, check: OutputCheck, problem: PipelineProblem,
+            outcome: PipelineOutcome, requests: int, codec: ActivationCodec,
+            as_json: bool, dilation: float = 1.0) -> None:
+    """The figures (``--json``) or a line; the throughput against the bound in device time
+    (measured × ``dilation``, the time dilation of a cluster slower than its devices)."""
+    lossless = codec.compression != "zfp"
+    exact = lossless and check.max_abs_diff <= EXACT_ATOL
+    figures = {"plan": outcome_json(problem, outcome), "requests": requests,
+               "results": len(done.outputs), "in_order": done.request_ids == list(range(
+                   len(done.outputs))), "compression": codec.compression,
+               "max_abs_diff": check.max_abs_diff, "top1_agreement": check.top1_agreement,
+               "reference_max_abs": check.reference_max_abs,
+               "outputs_equal_to_the_model": exact,
+               "restarts": done.restarts, "resends": done.resends,
+               "duplicates": done.duplicates, "time_dilation": dilation,
+               "timings": {"throughput_rps": done.throughput_rps,
+                           "latency_p50_s": done.latency_p50_s, "seconds": done.seconds}}
     if as_json:
         print(json.dumps(figures))
         return
-    rate = ran.throughput_rps * runtime.time_dilation
-    out.print(f"{len(ran.outputs)} of {requests} results, in order, "
-              f"{'equal to' if done.outputs_correct else 'DIFFERENT from'} the unpartitioned "
-              f"model; throughput {rate:.1f}/s vs bound {outcome.throughput_rps:.1f}/s"
-              f"{_dilated(runtime.time_dilation)}; restarts {ran.restarts}, re-sent "
-              f"{ran.resends}, duplicates dropped {ran.duplicates}")
+    verdict = (("equal to" if exact else "DIFFERENT from") + " the unpartitioned model"
+               if lossless else f"top-1 agreement {check.top1_agreement:.3f} with ZFP "
+               f"(bound {codec.tolerance:g} per hop)")
+    order = "in order" if figures["in_order"] else "OUT OF ORDER"
+    out.print(f"{len(done.outputs)} of {requests} results, {order}, {verdict}; largest "
+              f"difference {check.max_abs_diff:.3g} (outputs up to "
+              f"{check.reference_max_abs:.3g}); throughput {done.throughput_rps * dilation:.1f}/s "
+              f"vs bound {outcome.throughput_rps:.1f}/s{_dilated(dilation)}; restarts "
+              f"{done.restarts}, re-sent "
+              f"{done.resends}, duplicates dropped {done.duplicates}")
 
 
 def _dilated(dilation: float) -> str:
-    return "" if dilation == 1.0 else f" (in device time: measured ÷ time dilation {dilation:.2f})"
+    return "" if dilation == 1.0 else f" (device time: measured x {dilation:.2f})"

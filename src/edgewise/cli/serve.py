@@ -1,4 +1,4 @@
-"""`edgewise serve`: the manager's HTTP API over an emulated cluster."""
+"""`edgewise serve`: the manager (API, dashboard, metrics) over an emulated cluster."""
 
 from __future__ import annotations
 
@@ -8,13 +8,6 @@ import typer
 
 from edgewise.cli.common import err, state_dir, user_errors
 from edgewise.cluster.examples import example_path
-from edgewise.cluster.schema import load_cluster
-from edgewise.runtime.health import StrikeLedger
-from edgewise.runtime.jobs import ApiContext
-from edgewise.runtime.ray_cluster import start_local
-from edgewise.service import serve as run_server
-from edgewise.service.app import check_bind
-from edgewise.service.ray_backend import RayJobBackend
 
 __all__ = ["serve"]
 
@@ -23,24 +16,33 @@ EXAMPLE = example_path("deep-edge-testbed.yaml")
 
 @user_errors
 def serve(
-    cluster: Path = typer.Option(EXAMPLE, help="cluster YAML file to emulate"),
+    cluster: Path = typer.Option(EXAMPLE, help="cluster YAML file to emulate (or to join)"),
     host: str = typer.Option("127.0.0.1", help="address to bind (loopback by default)"),
     port: int = typer.Option(8765, min=1, max=65535),
     allow_remote: bool = typer.Option(False, help="allow binding a non-loopback address"),
-    heartbeat: float = typer.Option(1.0, help="heartbeat period, seconds"),
+    heartbeat: float = typer.Option(1.0, min=0.05, help="heartbeat period, seconds"),
+    address: str | None = typer.Option(
+        None, help="join this Ray cluster (real devices, a testbed) instead of emulating"),
+    db: Path | None = typer.Option(
+        None, help="the job store (SQLite); default: <state dir>/manager.db"),
+    max_running: int = typer.Option(2, min=1, max=64, help="jobs that run at once"),
+    planning_seconds: float = typer.Option(20.0, min=1.0, max=3600.0,
+                                           help="time limit of one planning request"),
 ) -> None:
-    """Start the emulated cluster and serve the manager API (bearer token required)."""
+    """Start the cluster and serve the manager: API, dashboard at /, Prometheus /metrics
+    (bearer token required; the dashboard asks for it)."""
+    from edgewise.cluster.schema import load_cluster
+    from edgewise.service.app import check_bind
+    from edgewise.service.server import ManagerConfig, loopback_ray, run_manager
+
     check_bind(host, port, allow_remote)
+    if address is None:
+        loopback_ray()  # before anything imports Ray
     spec = load_cluster(cluster)
-    runtime = start_local(spec)
     state = state_dir()
-    backend = RayJobBackend(runtime, StrikeLedger(state / "strikes.json"), state,
-                            heartbeat_s=heartbeat)
-    try:
-        err.print(f"manager for cluster {spec.name} on http://{host}:{port}/api/v1 "
-                  f"(OpenAPI at /openapi.json)")
-        run_server(backend, host=host, port=port, allow_remote=allow_remote,
-                   context=ApiContext(state_dir=state, models_dir=state / "models"))
-    finally:
-        backend.close()
-        runtime.shutdown()
+    err.print(f"manager for cluster {spec.name}: dashboard http://{host}:{port}/, "
+              f"API /api/v1, OpenAPI /openapi.json, state in {state}")
+    run_manager(ManagerConfig(cluster=spec, state_dir=state, db_path=db, host=host, port=port,
+                              allow_remote=allow_remote, address=address,
+                              heartbeat_s=heartbeat, max_running=max_running,
+                              planning_seconds=planning_seconds))

@@ -1,4 +1,5 @@
-"""The manager's Ekya endpoints: solve a joint retraining/inference problem, fetch results."""
+"""The manager's Ekya endpoints (plan a window from given profiles, fetch plans) and its
+``continual`` job: drifting streams retrained and served on one device of the cluster."""
 
 from __future__ import annotations
 
@@ -6,91 +7,43 @@ import threading
 import time
 import uuid
 from collections import OrderedDict
-from typing import Annotated, Literal
+from typing import Annotated, Any
 
 import numpy as np
-from fastapi import APIRouter, HTTPException, Request, status
+from fastapi import APIRouter, HTTPException, status
 from fastapi import Path as PathParam
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
+from edgewise.cluster.model import Cluster, Role
+from edgewise.continual.api_schemas import (
+    ContinualJobSpec,
+    ContinualPlanRequest,
+    ContinualPlanResponse,
+    DecisionView,
+)
 from edgewise.continual.policies import get_policy
 from edgewise.continual.problem import (
+    ContinualPlan,
     ContinualProblem,
     InferenceOption,
     RetrainOption,
     StreamState,
 )
-from edgewise.runtime.jobs import ProblemApi
+from edgewise.continual.run import LiveProblem, RunSettings, WindowResult, execute
+from edgewise.errors import ConfigError
+from edgewise.nn.streams import digits_streams
+from edgewise.runtime.jobs import (
+    ApiContext,
+    JobContext,
+    JobKind,
+    Planned,
+    ProblemApi,
+    run_inline,
+)
 
-__all__ = [
-    "API", "MAX_KEPT_PLANS", "ContinualPlanRequest", "ContinualPlanResponse", "continual_router",
-]  # fmt: skip
+__all__ = ["API", "CONTINUAL_KIND", "MAX_KEPT_PLANS", "continual_router", "plan_request"]
 
-MAX_STREAMS = 64
-MAX_OPTIONS = 64
 MAX_KEPT_PLANS = 64
 PLAN_ID = r"^[0-9a-f]{32}$"
-
-Name = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_.+-]{1,64}$")]
-Unit = Annotated[float, Field(ge=0.0, le=1.0)]
-_STRICT = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
-
-
-class RetrainOptionSpec(BaseModel):
-    """A micro-profiled retraining configuration: accuracy after it, cost at a whole
-    accelerator in seconds."""
-
-    model_config = _STRICT
-    config: Name
-    accuracy: Unit
-    cost_s: float = Field(gt=0.0, le=1e7)
-
-
-class InferenceOptionSpec(BaseModel):
-    """An inference configuration: accuracy factor it keeps and share it needs."""
-
-    model_config = _STRICT
-    config: Name
-    accuracy_factor: Unit
-    demand: float = Field(gt=0.0, le=1e4)
-
-
-class StreamSpec(BaseModel):
-    model_config = _STRICT
-    name: Name
-    accuracy: Unit
-    retrain: list[RetrainOptionSpec] = Field(default_factory=list, max_length=MAX_OPTIONS)
-    inference: list[InferenceOptionSpec] = Field(min_length=1, max_length=MAX_OPTIONS)
-
-
-class ContinualPlanRequest(BaseModel):
-    """Algorithm 1's inputs (§4.1): streams, accelerators G, window ‖T‖, Δ and a_MIN."""
-
-    model_config = _STRICT
-    streams: list[StreamSpec] = Field(min_length=1, max_length=MAX_STREAMS)
-    accelerators: float = Field(gt=0.0, le=1024.0)
-    window_s: float = Field(gt=0.0, le=86_400.0)
-    delta: float = Field(default=0.1, gt=0.0, le=1024.0)
-    a_min: Unit = 0.0
-    policy: Literal["thief", "uniform", "exact"] = "thief"
-    seed: int = Field(default=0, ge=0, le=2**31)
-
-
-class DecisionView(BaseModel):
-    stream: str
-    retrain: str | None
-    inference: str
-    retrain_share: float
-    inference_share: float
-
-
-class ContinualPlanResponse(BaseModel):
-    id: str
-    policy: str
-    accuracy: float
-    violations: int
-    decisions: list[DecisionView]
-    decided_in_s: float
 
 
 def _problem(req: ContinualPlanRequest) -> ContinualProblem:
@@ -103,61 +56,123 @@ def _problem(req: ContinualPlanRequest) -> ContinualProblem:
     return ContinualProblem(streams, req.accelerators, req.window_s, req.delta, req.a_min)
 
 
-def _store(request: Request) -> tuple[threading.Lock, OrderedDict[str, ContinualPlanResponse]]:
-    state = request.app.state
-    if not hasattr(state, "continual_plans"):
-        state.continual_plans = (threading.Lock(), OrderedDict())
-    found: tuple[threading.Lock, OrderedDict[str, ContinualPlanResponse]] = \
-        state.continual_plans
-    return found
+def _decisions(plan: ContinualPlan) -> list[DecisionView]:
+    return [DecisionView(stream=d.stream, retrain=d.retrain, inference=d.inference,
+                         retrain_share=d.retrain_share, inference_share=d.inference_share)
+            for d in plan.decisions]
 
 
-continual_router = APIRouter(prefix="/continual", tags=["continual"])
-
-
-@continual_router.post("/plan", status_code=status.HTTP_201_CREATED)
-def solve(req: ContinualPlanRequest, request: Request) -> ContinualPlanResponse:
-    """Plan a window with the chosen policy; 422 for an invalid problem. The exact oracle
-    is refused above 4 streams (it is exponential)."""
-    if req.policy == "exact" and len(req.streams) > 4:
-        raise HTTPException(422, detail="exact is limited to 4 streams")
+def plan_request(req: ContinualPlanRequest) -> ContinualPlanResponse:
+    """Plan a window with the request's policy (run by the manager's planning limiter)."""
     problem = _problem(req)
     start = time.perf_counter()
     plan = get_policy(req.policy)(problem, np.random.default_rng(req.seed))
-    elapsed = time.perf_counter() - start
-    view = ContinualPlanResponse(
+    return ContinualPlanResponse(
         id=uuid.uuid4().hex, policy=req.policy, accuracy=plan.accuracy,
-        violations=plan.violations, decided_in_s=elapsed,
-        decisions=[DecisionView(stream=d.stream, retrain=d.retrain, inference=d.inference,
-                                retrain_share=d.retrain_share,
-                                inference_share=d.inference_share) for d in plan.decisions])
-    lock, plans = _store(request)
-    with lock:
-        plans[view.id] = view
-        while len(plans) > MAX_KEPT_PLANS:
-            plans.popitem(last=False)
-    return view
+        violations=plan.violations, decided_in_s=time.perf_counter() - start,
+        decisions=_decisions(plan))
 
 
-@continual_router.get("/plans")
-def list_plans(request: Request) -> list[ContinualPlanResponse]:
-    """The kept plans, oldest first (at most MAX_KEPT_PLANS)."""
-    lock, plans = _store(request)
-    with lock:
-        return list(plans.values())
+def continual_router(context: ApiContext | None = None) -> APIRouter:
+    """``/continual/plan`` and the plans it keeps (the last MAX_KEPT_PLANS)."""
+    limited = context.limited if context is not None else run_inline
+    router = APIRouter(prefix="/continual", tags=["continual"])
+    lock, plans = threading.Lock(), OrderedDict[str, ContinualPlanResponse]()
+
+    @router.post("/plan", status_code=status.HTTP_201_CREATED)
+    def solve(req: ContinualPlanRequest) -> ContinualPlanResponse:
+        """Plan a window with the chosen policy; 422 for an invalid or too large problem,
+        413 past the planning limits."""
+        view = limited(plan_request, req)
+        with lock:
+            plans[view.id] = view
+            while len(plans) > MAX_KEPT_PLANS:
+                plans.popitem(last=False)
+        return view
+
+    @router.get("/plans")
+    def list_plans() -> list[ContinualPlanResponse]:
+        """The kept plans, oldest first (at most MAX_KEPT_PLANS)."""
+        with lock:
+            return list(plans.values())
+
+    @router.get("/plans/{plan_id}")
+    def get_plan(plan_id: Annotated[str, PathParam(pattern=PLAN_ID)]) -> ContinualPlanResponse:
+        """One plan by id; 404 if unknown or no longer kept."""
+        with lock:
+            found = plans.get(plan_id)
+        if found is None:
+            raise HTTPException(status.HTTP_404_NOT_FOUND, detail=f"no plan {plan_id!r}")
+        return found
+
+    return router
 
 
-@continual_router.get("/plans/{plan_id}")
-def get_plan(plan_id: Annotated[str, PathParam(pattern=PLAN_ID)],
-             request: Request) -> ContinualPlanResponse:
-    """One plan by id; 404 if unknown or no longer kept."""
-    lock, plans = _store(request)
-    with lock:
-        found = plans.get(plan_id)
-    if found is None:
-        raise HTTPException(status.HTTP_404_NOT_FOUND, detail=f"no plan {plan_id!r}")
-    return found
+# the continual job
+def _device(spec: ContinualJobSpec, cluster: Cluster) -> str:
+    if spec.device is not None:
+        if spec.device not in cluster.device_names:
+            raise ConfigError(f"no such device in the cluster: {spec.device!r}", field="device")
+        return spec.device
+    chosen = [d for d in cluster.devices if d.accelerator not in ("", "none")] or \
+        list(cluster.with_role(Role.WORKER)) or list(cluster.devices)
+    return chosen[0].name
 
 
-API = ProblemApi("continual", lambda ctx: continual_router)
+def _check(spec: ContinualJobSpec, cluster: Cluster) -> None:
+    _device(spec, cluster)
+
+
+def _plan(spec: ContinualJobSpec, ctx: JobContext) -> Planned:
+    device = _device(spec, ctx.cluster)
+    view = {"device": device, "policy": spec.policy, "streams": spec.streams,
+            "windows": spec.windows, "window_s": spec.window_s, "tables": []}
+    return Planned(view, device)
+
+
+def _window_table(result: WindowResult) -> dict[str, Any]:
+    rows = [[d.stream, d.retrain or "-", round(d.retrain_share, 3), d.inference,
+             round(d.inference_share, 3), round(result.accuracy.get(d.stream, 0.0), 3)]
+            for d in result.plan.decisions]
+    return {"title": f"window {result.index}: retraining and inference shares",
+            "columns": ["stream", "retrain config", "retrain share", "inference config",
+                        "inference share", "measured accuracy"], "rows": rows}
+
+
+def _execute(spec: ContinualJobSpec, planned: Planned, ctx: JobContext) -> dict[str, Any]:
+    settings = RunSettings(window_s=spec.window_s, seed=spec.seed, a_min=spec.a_min,
+                           delta=spec.delta)
+    streams = digits_streams(spec.streams, seed=spec.seed, n_windows=spec.windows)
+    view, accuracies = dict(planned.view), []
+
+    def progress(result: WindowResult) -> None:
+        step = result.index + 1
+        accuracies.append(result.mean_accuracy)
+        ctx.metric("window_accuracy", result.mean_accuracy, step=step)
+        ctx.metric("estimated_accuracy", result.plan.accuracy, step=step)
+        view["tables"] = [*view["tables"], _window_table(result)]
+        ctx.update_plan(view)
+        ctx.event("replan", f"window {result.index}: measured accuracy "
+                  f"{result.mean_accuracy:.3f}, {result.replans} re-plans",
+                  window=result.index, retrained=result.retrained)
+        ctx.progress(step / spec.windows, window=step, windows=spec.windows,
+                     window_accuracy=result.mean_accuracy)
+        ctx.check_stop()
+
+    problem = LiveProblem(tuple(streams), spec.windows, settings, device=planned.payload)
+    execute(ctx.runtime, problem, spec.policy, progress=progress)
+    return {"window": len(accuracies), "mean_accuracy": float(np.mean(accuracies))}
+
+
+def _example(cluster: Cluster) -> dict[str, Any]:
+    return ContinualJobSpec(streams=2, windows=2, window_s=2.0).model_dump(mode="json")
+
+
+CONTINUAL_KIND = JobKind(
+    name="continual", spec=ContinualJobSpec, example=_example, plan=_plan, execute=_execute,
+    check=_check,
+    description="Ekya continuous learning: drifting streams share one device; each window "
+                "is micro-profiled and planned (retraining vs inference), then run")
+
+API = ProblemApi("continual", continual_router, kinds=(CONTINUAL_KIND,))
 """Ekya's offer to the manager (entry point ``edgewise.problems``)."""

@@ -11,7 +11,7 @@ import numpy as np
 import torch
 
 from edgewise.continual.problem import InferenceConfig, InferenceOption
-from edgewise.nn.continual_models import EdgeCNN, model_from_frame, predict
+from edgewise.nn.continual_models import EdgeCNN, Student, model_from_frame, predict
 from edgewise.nn.streams import Window
 from edgewise.runtime.colocated import sampled_predictions
 
@@ -43,7 +43,7 @@ def profile_inference(runs: Sequence[StreamRun], holdout: Window, golden: torch.
                  for lam in settings.inference_configs)
 
 
-def stream_inference_options(model: EdgeCNN, recent: Window, golden: torch.nn.Module,
+def stream_inference_options(model: Student, recent: Window, golden: torch.nn.Module,
                              configs: Sequence[InferenceConfig],
                              options: Sequence[InferenceOption]) -> tuple[InferenceOption, ...]:
     """Re-profile each λ's accuracy factor on this stream's own most recent live frames (the
@@ -61,7 +61,7 @@ def stream_inference_options(model: EdgeCNN, recent: Window, golden: torch.nn.Mo
     return tuple(out)
 
 
-def offline_inference_options(model: EdgeCNN, holdout: Window, golden: torch.nn.Module,
+def offline_inference_options(model: Student, holdout: Window, golden: torch.nn.Module,
                               settings: RunSettings) -> tuple[InferenceOption, ...]:
     """The inference profile without actors (for planning only): accuracy factors as in
     :func:`profile_inference`, demand from this process's per-frame CPU time × stretch."""

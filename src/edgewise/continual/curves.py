@@ -20,20 +20,18 @@ from numpy.typing import NDArray
 from scipy.optimize import nnls
 
 from edgewise.errors import ConfigError
+from edgewise.perf.convergence import ConvergenceFit
 
 __all__ = ["LearningCurve", "fit_learning_curve"]
 
 
 @dataclass(frozen=True, slots=True)
-class LearningCurve:
-    """a(x) = plateau − 1 / (rate·x + offset), x in epochs of all the data."""
+class LearningCurve(ConvergenceFit):
+    """a(x) = plateau − 1 / (rate·x + offset), x in epochs of all the data (Deep-Edge's
+    convergence law, `perf.convergence`), clipped to an accuracy in [0, 1]."""
 
-    rate: float
-    offset: float
-    plateau: float
-
-    def accuracy(self, x: float) -> float:
-        return float(np.clip(self.plateau - 1.0 / (self.rate * x + self.offset), 0.0, 1.0))
+    def accuracy(self, epoch: float) -> float:
+        return float(np.clip(ConvergenceFit.accuracy(self, epoch), 0.0, 1.0))
 
 
 def _nnls_at(p: float, x: NDArray[np.float64], a: NDArray[np.float64]) -> tuple[float, float,

@@ -17,7 +17,7 @@ from numpy.typing import NDArray
 from edgewise.continual.curves import LearningCurve, fit_learning_curve
 from edgewise.continual.problem import RetrainConfig, RetrainOption
 from edgewise.errors import ConfigError
-from edgewise.nn.continual_models import EdgeCNN, accuracy, golden_label, retrain
+from edgewise.nn.continual_models import Student, accuracy, golden_label, retrain
 from edgewise.nn.streams import Window
 
 __all__ = [
@@ -110,7 +110,7 @@ def _n_train(config: RetrainConfig, n_frames: int) -> int:
     return max(1, round(config.data_fraction * n_frames))
 
 
-def _profile_one(model: EdgeCNN, data: WindowData, config: RetrainConfig, base_acc: float,
+def _profile_one(model: Student, data: WindowData, config: RetrainConfig, base_acc: float,
                  settings: MicroProfilerSettings, rng: np.random.Generator) -> ProfiledConfig:
     """§4.3: train on the sample, record accuracy per epoch, fit, extrapolate."""
     n_full = _n_train(config, len(data.train_y))
@@ -121,7 +121,7 @@ def _profile_one(model: EdgeCNN, data: WindowData, config: RetrainConfig, base_a
     epoch_cpu: list[float] = []
     clock = [time.thread_time()]
 
-    def record(epoch: int, student: EdgeCNN) -> None:
+    def record(epoch: int, student: Student) -> None:
         epoch_cpu.append(time.thread_time() - clock[0])
         observed.append(accuracy(student, data.val_x, data.val_y))
         clock[0] = time.thread_time()
@@ -166,7 +166,7 @@ class ProfileHistory:
         return keep or list(configs)
 
 
-def microprofile(model: EdgeCNN, data: WindowData, configs: Sequence[RetrainConfig], *,
+def microprofile(model: Student, data: WindowData, configs: Sequence[RetrainConfig], *,
                  settings: MicroProfilerSettings | None = None,
                  history: ProfileHistory | None = None, stream: str = "",
                  seed: int = 0) -> MicroProfile:
@@ -188,7 +188,7 @@ def microprofile(model: EdgeCNN, data: WindowData, configs: Sequence[RetrainConf
     return profile
 
 
-def exhaustive_profile(model: EdgeCNN, data: WindowData, configs: Sequence[RetrainConfig],
+def exhaustive_profile(model: Student, data: WindowData, configs: Sequence[RetrainConfig],
                        *, stretch: float = 1.0, seed: int = 0,
                        ) -> tuple[dict[str, float], float]:
     """Actually retrain every configuration on all its data for all its epochs: the true

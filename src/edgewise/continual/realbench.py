@@ -24,7 +24,7 @@ from edgewise.continual.run import (
     edge_cluster,
     execute,
 )
-from edgewise.nn.continual_models import golden_model, pretrained_edge, retrain
+from edgewise.nn.continual_models import Student, golden_model, pretrained_edge, retrain
 from edgewise.nn.streams import digits_streams
 from edgewise.runtime.emulation import EmulationConfig
 from edgewise.runtime.ray_cluster import start_local
@@ -57,7 +57,8 @@ def microprofiler_figures(seed: int = 0, n_streams: int = 2, n_windows: int = 3,
     streams = digits_streams(n_streams, seed=seed, n_windows=n_windows,
                              train_frames=TRAIN_FRAMES)
     for k, stream in enumerate(streams):
-        model, history = pretrained_edge(seed), ProfileHistory()
+        model: Student = pretrained_edge(seed)
+        history = ProfileHistory()
         for w in stream.windows():
             data = prepare_window(w, golden, seed=seed)
             profile = microprofile(model, data, configs, settings=MicroProfilerSettings(),

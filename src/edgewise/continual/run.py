@@ -39,14 +39,11 @@ from edgewise.continual.window import (
     execute_window,
     retrain_config_dict,
 )
+from edgewise.continual.workload import edge_models
 from edgewise.errors import ConfigError
-from edgewise.nn.continual_models import (
-    golden_model,
-    model_from_frame,
-    model_to_frame,
-    pretrained_edge,
-)
-from edgewise.nn.streams import DigitsStream, Window
+from edgewise.nn.continual_models import model_from_frame, model_to_frame
+from edgewise.nn.streams import DigitsStream, Stream, Window
+from edgewise.nn.workload import Workload
 from edgewise.runtime.colocated import InferenceActor, RetrainActor, mps_env
 from edgewise.runtime.ray_cluster import RayRuntime
 
@@ -82,8 +79,8 @@ def plan_window(policy: str | Policy, states: Sequence[StreamState], settings: R
     return chosen(problem, np.random.default_rng(settings.seed))
 
 
-def _launch(runtime: RayRuntime, stream: DigitsStream, weights: bytes,
-            settings: RunSettings, device: str) -> StreamRun:
+def _launch(runtime: RayRuntime, stream: Stream, weights: bytes,
+            settings: RunSettings, device: str = DEVICE) -> StreamRun:
     import ray
 
     opts = runtime.actor_options(device, ACTOR_MEMORY_MB)
@@ -178,14 +175,20 @@ def _feedback(result: WindowResult, profiles: dict[str, MicroProfile], scale: fl
 
 @dataclass(frozen=True, slots=True)
 class LiveProblem:
-    """What a real run answers: ``streams`` sharing one emulated device for ``windows``
+    """What a real run answers: ``streams`` (drifting digits or a user's frame folders)
+    sharing one emulated device (``device`` of the runtime's cluster) for ``windows``
     windows under ``settings``; ``holdout`` is the stream the inference profiler measures
-    once at the start (None: a fresh digits stream of the streams' frame count)."""
+    once at the start (None: a fresh digits stream of the streams' frame count for digits
+    streams, else the first stream). ``student`` and ``golden`` are workload specs of the
+    models (None: the built-in digits CNNs)."""
 
-    streams: tuple[DigitsStream, ...]
+    streams: tuple[Stream, ...]
     windows: int
     settings: RunSettings = field(default_factory=RunSettings)
-    holdout: DigitsStream | None = None
+    holdout: Stream | None = None
+    device: str = DEVICE
+    student: Workload | None = None
+    golden: Workload | None = None
 
     def __post_init__(self) -> None:
         if not self.streams:
@@ -196,28 +199,25 @@ class LiveProblem:
 
 
 def execute(runtime: RayRuntime, problem: LiveProblem, policy: str | Policy, /, *,
-            progress: Callable[[WindowResult], None] | None = None,
-            device: str = DEVICE) -> list[WindowResult]:
+            progress: Callable[[WindowResult], None] | None = None) -> list[WindowResult]:
     """Carry ``policy`` out for real on ``problem``: per stream an inference and a retraining
     actor on one device; every window micro-profile, plan with ``policy`` (a registered name
     or a callable), run the jobs at the planned shares and re-plan whenever a retraining
     completes (Algorithm 1). Ekya plans online, on profiles measured during the run, so
     the executor takes the policy that makes each window's plan rather than a plan made in
-    advance. The actors run on ``device`` (default: the emulated edge server). Returns one
-    measured ``WindowResult`` per window."""
+    advance. On a cluster slower than its devices (``runtime.time_dilation``) the windows
+    stretch alike. Returns one measured ``WindowResult`` per window."""
     planner = get_policy(policy) if isinstance(policy, str) else policy  # fails before Ray
     settings = problem.settings
     if not runtime.emulated:  # real devices are as slow as they are: nothing to stretch;
         # a cluster slower than its devices (time dilation) gets windows as much longer
         settings = replace(settings, stretch=1.0,
                            window_s=settings.window_s * runtime.time_dilation)
-    golden = golden_model(settings.seed)
-    start_model = pretrained_edge(settings.seed)
-    holdout = problem.holdout or DigitsStream(
-        "holdout", 10_000 + settings.seed, n_windows=1,
-        frames_per_window=len(problem.streams[0].window(0).x))
-    weights = model_to_frame(start_model)
-    runs = [_launch(runtime, s, weights, settings, device) for s in problem.streams]
+    models = edge_models(problem.student, problem.golden, settings.seed)
+    golden = models.golden
+    holdout = problem.holdout or _holdout(problem.streams, settings.seed)
+    weights = model_to_frame(models.student)
+    runs = [_launch(runtime, s, weights, settings, problem.device) for s in problem.streams]
     try:
         return _windows(runs, planner, problem.windows, settings, golden, holdout, progress)
     finally:
@@ -228,8 +228,16 @@ def execute(runtime: RayRuntime, problem: LiveProblem, policy: str | Policy, /, 
             ray.kill(r.trainer)
 
 
+def _holdout(streams: tuple[Stream, ...], seed: int) -> Stream:
+    """A fresh digits stream of the streams' frame count, or a user's first stream."""
+    if all(isinstance(s, DigitsStream) for s in streams):
+        return DigitsStream("holdout", 10_000 + seed, n_windows=1,
+                            frames_per_window=len(streams[0].window(0).x))
+    return streams[0]
+
+
 def _windows(runs: list[StreamRun], policy: Policy, n_windows: int, settings: RunSettings,
-             golden: torch.nn.Module, holdout: DigitsStream,
+             golden: torch.nn.Module, holdout: Stream,
              progress: Callable[[WindowResult], None] | None) -> list[WindowResult]:
     """Profile the device once, then micro-profile, plan and execute window after window."""
     import ray

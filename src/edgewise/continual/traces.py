@@ -25,7 +25,7 @@ from edgewise.continual.synthetic import synthetic_trace
 if TYPE_CHECKING:
     from torch import nn
 
-    from edgewise.nn.continual_models import EdgeCNN
+    from edgewise.nn.continual_models import Student
     from edgewise.nn.streams import DigitsStream, Window
 
 __all__ = ["DATA_DIR", "default_trace", "default_trace_source", "record_digits_trace",
@@ -59,8 +59,8 @@ def subsampled_accuracy(pred: NDArray[np.int64], y: NDArray[np.int64], rate: flo
     return float((pred[idx] == y).mean())
 
 
-def _train_curve(model: EdgeCNN, window: Window, golden: nn.Module, config: RetrainConfig,
-                 seed: int) -> tuple[Curve, EdgeCNN]:
+def _train_curve(model: Student, window: Window, golden: nn.Module, config: RetrainConfig,
+                 seed: int) -> tuple[Curve, Student]:
     from edgewise.nn.continual_models import accuracy, golden_label, retrain
 
     x, live_x, live_y = window.train_x, window.x, window.y
@@ -70,7 +70,7 @@ def _train_curve(model: EdgeCNN, window: Window, golden: nn.Module, config: Retr
     start_acc = accuracy(model, live_x, live_y)
     ts, accs, spent, t0 = [0.0], [start_acc], [0.0], [time.thread_time()]
 
-    def on_epoch(epoch: int, student: EdgeCNN) -> None:
+    def on_epoch(epoch: int, student: Student) -> None:
         spent[0] += time.thread_time() - t0[0]
         ts.append(spent[0])
         accs.append(accuracy(student, live_x, live_y))
@@ -105,7 +105,7 @@ def record_digits_trace(n_streams: int = 12, seed: int = 0, *, fps: float = 30.0
     streams = digits_streams(n_streams, seed=seed, **(
         {} if n_windows is None else {"n_windows": n_windows}))
     for st in streams:
-        model: EdgeCNN = pretrained_edge(seed)
+        model: Student = pretrained_edge(seed)
         prev: float | None = None
         ratios: list[list[float]] = []
         for w, window in enumerate(st.windows()):

@@ -36,7 +36,7 @@ from functools import lru_cache
 import numpy as np
 
 from edgewise.errors import ConfigError
-from edgewise.modelparallel.models import build_srole_model, srole_models
+from edgewise.modelparallel.models import srole_models
 from edgewise.modelparallel.problem import (
     HOST_GFLOPS,
     BackgroundTask,
@@ -44,6 +44,7 @@ from edgewise.modelparallel.problem import (
     Job,
     Partition,
 )
+from edgewise.modelparallel.workloads import ModelRef, build_keyed, known, model_key, model_label
 from edgewise.nn.cuts import candidate_points, dag_ends, topological_depth
 from edgewise.nn.graph import layer_dag
 
@@ -104,24 +105,26 @@ def _levels(seg_params: list[float]) -> list[int]:
     return [*ends, len(seg_params) - 1]
 
 
-def model_profile(name: str, n_partitions: int | None = None) -> ModelProfile:
-    """The profile of one of `srole_models`: one partition per model level, or with
-    ``n_partitions`` the levels grouped into ≤ ``n_partitions`` FLOP-balanced partitions.
+def model_profile(model: ModelRef, n_partitions: int | None = None) -> ModelProfile:
+    """The profile of one of `srole_models` or of a workload's model: one partition per
+    model level, or with ``n_partitions`` the levels grouped into ≤ ``n_partitions``
+    FLOP-balanced partitions.
 
     Raises
     ------
     ConfigError
-        If the model is unknown or ``n_partitions`` < 1.
+        If the model is unknown or cannot be built, or ``n_partitions`` < 1.
     """
     if n_partitions is not None and n_partitions < 1:
         raise ConfigError(f"must be at least 1, got {n_partitions}", field="n_partitions")
-    return _profile(name, n_partitions)
+    known(model)
+    return _profile(model_key(model), n_partitions)
 
 
 @lru_cache(maxsize=16)
-def _profile(name: str, n_partitions: int | None) -> ModelProfile:
-    model, example = build_srole_model(name)
-    dag = layer_dag(model, example)
+def _profile(key: str, n_partitions: int | None) -> ModelProfile:
+    name, net, example = build_keyed(key)
+    dag = layer_dag(net, example)
     points: list[Hashable] = candidate_points(dag)
     depth = topological_depth(dag)
     cuts = [depth[p] for p in points]
@@ -148,21 +151,23 @@ def _profile(name: str, n_partitions: int | None) -> ModelProfile:
         input_mb=at[dag_ends(dag)[0]]["output_bytes"] / MB)
 
 
-def make_job(name: str, model: str, origin: int, batch: int = 32, n_iterations: int = 50,
+def make_job(name: str, model: ModelRef, origin: int, batch: int = 32, n_iterations: int = 50,
              job_cpu: float = JOB_CPU, n_partitions: int | None = None) -> Job:
-    """A training job of ``model`` initiated at node ``origin`` (see the module docstring):
-    one partition per model level unless ``n_partitions`` groups them."""
+    """A training job of ``model`` (a SROLE model or a workload) initiated at node
+    ``origin`` (see the module docstring): one partition per model level unless
+    ``n_partitions`` groups them."""
     if batch < 1:
         raise ConfigError(f"must be at least 1, got {batch}", field="batch")
     prof = model_profile(model, n_partitions)
     total = sum(prof.gflop)
     period = period_s(3.0 * total * batch, job_cpu)
+    label = model_label(model)
     parts = tuple(Partition(
-        name=f"{model}/{i}", gflop=3.0 * g * batch, cpu=job_cpu * g / total,
+        name=f"{label}/{i}", gflop=3.0 * g * batch, cpu=job_cpu * g / total,
         memory_mb=3.0 * p + a * batch, out_mb=o * batch, out_mbps=16.0 * o * batch / period)
         for i, (g, p, a, o) in enumerate(zip(prof.gflop, prof.param_mb, prof.act_mb,
                                               prof.out_mb, strict=True)))
-    return Job(name, model, origin, parts, input_mb=prof.input_mb * batch,
+    return Job(name, label, origin, parts, input_mb=prof.input_mb * batch,
                n_iterations=n_iterations, input_mbps=8.0 * prof.input_mb * batch / period)
 
 
@@ -176,14 +181,15 @@ def max_levels(n_partitions: int | None = None) -> int:
     return max(len(model_profile(m, n_partitions).gflop) for m in srole_models())
 
 
-def check_model(model: str) -> None:
-    """ConfigError naming the known models unless ``model`` is one of SROLE's (§V-A)."""
-    if model not in srole_models():
-        raise ConfigError(f"unknown model {model!r}; known: {', '.join(srole_models())}",
-                          field="model")
+def check_model(model: ModelRef) -> None:
+    """ConfigError naming the known models unless ``model`` is one of SROLE's (§V-A) or a
+    workload whose model builds and traces (its profile is computed, and kept)."""
+    known(model)
+    if not isinstance(model, str):
+        model_profile(model)
 
 
-def cluster_jobs(network: EdgeNetwork, model: str, rng: np.random.Generator,
+def cluster_jobs(network: EdgeNetwork, model: ModelRef, rng: np.random.Generator,
                  per_cluster: int = JOBS_PER_CLUSTER, n_partitions: int | None = None,
                  **kwargs: int | float) -> tuple[Job, ...]:
     """§V-A: ``per_cluster`` jobs of ``model`` in every cluster, each initiated by a
@@ -194,7 +200,7 @@ def cluster_jobs(network: EdgeNetwork, model: str, rng: np.random.Generator,
         members = network.members(c)
         for k, origin in enumerate(rng.choice(members, size=min(per_cluster, len(members)),
                                               replace=False)):
-            jobs.append(make_job(f"{model}@c{c}.{k}", model, int(origin),
+            jobs.append(make_job(f"{model_label(model)}@c{c}.{k}", model, int(origin),
                                  n_partitions=n_partitions, **kwargs))  # type: ignore[arg-type]
     return tuple(jobs)
 

@@ -36,6 +36,7 @@ from edgewise.modelparallel.problem import (
 )
 from edgewise.modelparallel.schedule import Decision, Round
 from edgewise.modelparallel.shields import Layer
+from edgewise.modelparallel.workloads import ModelRef
 
 __all__ = ["GAMMA", "KAPPA", "RHO", "Conditions", "RoundResult", "count_collisions", "outcome",
            "random_round", "rewards"]
@@ -99,7 +100,7 @@ class Conditions:
         return Round(network, jobs, background, self.alpha, self.overload, run_jobs, run_bg)
 
 
-def random_round(network: EdgeNetwork, model: str, workload_pct: float,
+def random_round(network: EdgeNetwork, model: ModelRef, workload_pct: float,
                  rng: np.random.Generator, n_partitions: int | None = None,
                  conditions: Conditions | None = None) -> Round:
     """A round of §V-A: 3 jobs of ``model`` per cluster at random origins (one partition per

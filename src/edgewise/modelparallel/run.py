@@ -108,7 +108,7 @@ class ModelParallelTrainer:
                  codec: ActivationCodec | None = None,
                  memory_mb: Sequence[int] | None = None, origin: str | None = None,
                  links: Mapping[tuple[str, str], Link] | None = None,
-                 startup_timeout_s: float = 120.0) -> None:
+                 startup_timeout_s: float = 300.0) -> None:
         if optimizer not in OPTIMIZERS or not lr > 0:
             raise ConfigError(f"optimizer must be one of {', '.join(OPTIMIZERS)} with lr > 0, "
                               f"got {optimizer!r}, lr {lr}", field="optimizer")

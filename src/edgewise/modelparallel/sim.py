@@ -26,6 +26,7 @@ from edgewise.modelparallel.problem import EdgeNetwork, Job
 from edgewise.modelparallel.rounds import KAPPA, Conditions, RoundResult, outcome, random_round
 from edgewise.modelparallel.schedule import Decision, Round
 from edgewise.modelparallel.training import play_round, pretrain
+from edgewise.modelparallel.workloads import ModelRef
 
 __all__ = ["MAX_ATTEMPTS", "JobRecord", "SimOutcome", "SroleProblem", "play_round",
            "pretrain", "simulate"]
@@ -47,14 +48,15 @@ class SroleProblem:
     given (then ``rounds`` and ``model`` are not used), instead of drawn."""
 
     network: EdgeNetwork
-    model: str = "vgg-16"
+    model: ModelRef = "vgg-16"
     workload_pct: float = 100.0
     rounds: int = 60
     n_partitions: int | None = None
     kappa: float = KAPPA
     conditions: Conditions = field(default_factory=Conditions)
     pretrain_rounds: int = 1500
-    pretrain_models: tuple[str, ...] = field(default_factory=lambda: tuple(srole_models()))
+    pretrain_models: tuple[ModelRef, ...] = field(
+        default_factory=lambda: tuple(srole_models()))
     jobs: tuple[tuple[Job, ...], ...] | None = None
 
     def draw_rounds(self, rng: np.random.Generator) -> list[Round]:

@@ -12,6 +12,7 @@ from edgewise.modelparallel.network import pretraining_network
 from edgewise.modelparallel.policies import Method
 from edgewise.modelparallel.rounds import KAPPA, Conditions, RoundResult, outcome, random_round
 from edgewise.modelparallel.schedule import Round
+from edgewise.modelparallel.workloads import ModelRef
 
 __all__ = ["play_round", "pretrain"]
 
@@ -27,7 +28,7 @@ def play_round(method: Method, rnd: Round, agents: Sequence[QAgent], rng: np.ran
     return result
 
 
-def pretrain(method: Method, models: Sequence[str], rng: np.random.Generator,
+def pretrain(method: Method, models: Sequence[ModelRef], rng: np.random.Generator,
              rounds: int = 300, workload_pct: float = 100.0, kappa: float = KAPPA,
              n_partitions: int | None = None, conditions: Conditions | None = None) -> QAgent:
     """Offline pre-training (§IV-B: "The RL is initially pre-trained and distributed to each

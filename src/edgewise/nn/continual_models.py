@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from functools import cache
@@ -13,16 +14,19 @@ from torch import nn
 
 from edgewise.errors import ConfigError
 from edgewise.nn.streams import N_CLASSES, Drift, apply_drift, stream_pools
-from edgewise.wire.state import decode_state_dict, encode_state_dict
+from edgewise.nn.students import SpecStudent, student_from_text
+from edgewise.wire.frames import decode, to_torch
+from edgewise.wire.state import encode_state_dict
 
 __all__ = [
-    "EDGE_LAYERS", "EdgeCNN", "GoldenCNN", "accuracy", "golden_label", "golden_model",
-    "model_from_frame", "model_to_frame", "predict", "pretrained_edge", "retrain",
+    "EDGE_LAYERS", "EdgeCNN", "GoldenCNN", "Student", "accuracy", "golden_label",
+    "golden_model", "model_from_frame", "model_to_frame", "predict", "pretrained_edge",
+    "retrain",
 ]  # fmt: skip
 
 EDGE_LAYERS = 4  # parametric layers of the student: conv1, conv2, hidden dense, output
 DEFAULT_NEURONS = 64
-MAX_FRAME_BYTES = 16 << 20
+MAX_FRAME_BYTES = 256 << 20  # a user's student may be a few million parameters
 
 
 class EdgeCNN(nn.Module):
@@ -66,6 +70,10 @@ class GoldenCNN(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         out: torch.Tensor = self.head(self.features(x))
         return out
+
+
+Student = EdgeCNN | SpecStudent
+"""Ekya's student: the built-in digits CNN, or a user's network from a workload spec."""
 
 
 @contextmanager
@@ -179,23 +187,29 @@ def golden_label(golden: nn.Module, x: NDArray[np.float32]) -> NDArray[np.int64]
     return predict(golden, x)
 
 
-def retrain(model: EdgeCNN, x: NDArray[np.float32], y: NDArray[np.int64], *, epochs: int,
+def retrain(model: Student, x: NDArray[np.float32], y: NDArray[np.int64], *, epochs: int,
             batch_size: int, neurons: int, frozen_layers: int, lr: float = 3e-3, seed: int = 0,
-            on_epoch: Callable[[int, EdgeCNN], None] | None = None,
-            on_step: Callable[[], None] | None = None) -> EdgeCNN:
-    """A retrained copy of ``model``: its hidden layer resized to ``neurons`` (re-initialised
-    when the size changes), the first ``frozen_layers`` layers frozen, trained on (x, y)."""
+            on_epoch: Callable[[int, Student], None] | None = None,
+            on_step: Callable[[], None] | None = None) -> Student:
+    """A retrained copy of ``model``: the built-in student's hidden layer resized to
+    ``neurons`` (re-initialised when the size changes; a user's student keeps its own), the
+    first ``frozen_layers`` layers (groups of layers of a user's student) frozen, trained on
+    (x, y)."""
     if not 0 <= frozen_layers < EDGE_LAYERS:
         raise ConfigError(f"frozen_layers must be in 0..{EDGE_LAYERS - 1}",
                           field="frozen_layers")
     if epochs < 1 or batch_size < 1:
         raise ConfigError("epochs and batch_size must be >= 1", field="retrain_config")
     torch.manual_seed(seed)
-    student = EdgeCNN(neurons)
-    source = model.state_dict()
-    keep = {k: v for k, v in source.items()
-            if neurons == model.neurons or k.startswith(("conv1", "conv2"))}
-    student.load_state_dict(keep, strict=False)
+    student: Student
+    if isinstance(model, SpecStudent):
+        student = copy.deepcopy(model)
+    else:
+        student = EdgeCNN(neurons)
+        source = model.state_dict()
+        keep = {k: v for k, v in source.items()
+                if neurons == model.neurons or k.startswith(("conv1", "conv2"))}
+        student.load_state_dict(keep, strict=False)
     for layer in student.layers()[:frozen_layers]:
         for p in layer.parameters():
             p.requires_grad_(False)
@@ -205,15 +219,22 @@ def retrain(model: EdgeCNN, x: NDArray[np.float32], y: NDArray[np.int64], *, epo
     return student
 
 
-def model_to_frame(model: EdgeCNN) -> bytes:
-    """The student's weights as a transport frame (no pickle)."""
+def model_to_frame(model: Student) -> bytes:
+    """The student's weights as a transport frame (no pickle); a user's student's frame
+    names its workload spec, so that the receiver rebuilds the same network."""
     state = {k: v.detach().clone() for k, v in model.state_dict().items()}
-    return encode_state_dict(state, meta={"neurons": model.neurons})
+    meta: dict[str, object] = ({"student": model.text} if isinstance(model, SpecStudent)
+                               else {"neurons": model.neurons})
+    return encode_state_dict(state, meta=meta)
 
 
-def model_from_frame(frame: bytes) -> EdgeCNN:
+def model_from_frame(frame: bytes) -> Student:
     """A student rebuilt from a frame made by :func:`model_to_frame`."""
-    state = decode_state_dict(frame, max_decoded_bytes=MAX_FRAME_BYTES)
+    decoded = decode(frame, max_decoded_bytes=MAX_FRAME_BYTES)
+    state = to_torch(decoded)
+    spec = decoded.meta.get("student")
+    if isinstance(spec, str):
+        return student_from_text(spec, state)
     weight = state.get("out.weight")
     if weight is None or weight.ndim != 2:
         raise ConfigError("frame holds no edge-model weights", field="weights")

@@ -12,7 +12,7 @@ import operator
 from bisect import bisect_left
 from collections.abc import Hashable, Sequence
 from itertools import pairwise
-from typing import Any
+from typing import Any, NamedTuple
 
 import networkx as nx
 import torch
@@ -22,12 +22,23 @@ from torch.fx.passes.shape_prop import ShapeProp, TensorMetadata
 from edgewise.errors import ConfigError
 from edgewise.nn.chain import ModelChain
 from edgewise.nn.cuts import candidate_points, dag_ends, explain_no_candidates, topological_depth
+from edgewise.nn.tracing import TRACE_LOCK
 
-__all__ = ["candidate_points", "explain_no_candidates", "layer_dag", "to_chain",
-           "topological_depth"]
+__all__ = ["TracedGraph", "candidate_points", "dag_of", "explain_no_candidates", "layer_dag",
+           "to_chain", "topological_depth", "trace_graph"]
 
 Example = torch.Tensor | tuple[torch.Tensor, ...] | dict[str, torch.Tensor]
-_Traced = tuple[fx.GraphModule, str, set[str], dict[str, torch.Tensor]]
+
+
+class TracedGraph(NamedTuple):
+    """A traced model: its graph, the tracer ("fx" or "export"), the names of the user-input
+    placeholders and, for export, the tensor behind each parameter, buffer and constant
+    placeholder (tied ones are one tensor)."""
+
+    module: fx.GraphModule
+    tracer: str
+    inputs: set[str]
+    tensors: dict[str, torch.Tensor]
 
 # Operations that only re-describe memory (or are identities at inference): 0 FLOPs.
 _FREE = frozenset({
@@ -40,19 +51,29 @@ _MATMUL = frozenset({"matmul", "mm", "bmm", "__matmul__"})
 
 
 # ------------------------------------------------------------------ tracing
-def _trace(model: nn.Module, example: Example) -> _Traced:
+def trace_graph(model: nn.Module, example: Example) -> TracedGraph:
     """Trace with fx (shapes by ShapeProp) or fall back to torch.export (shapes in meta).
 
-    Returns the graph, the tracer's name, the user-input placeholders and, for export, the
-    tensor behind each parameter, buffer and constant placeholder (tied ones are one tensor).
+    Holds ``TRACE_LOCK``: tracing patches every module's call in the process.
+
+    Raises
+    ------
+    ConfigError
+        If neither torch.fx nor torch.export can trace the model.
     """
+    with TRACE_LOCK:
+        return _trace_locked(model, example)
+
+
+def _trace_locked(model: nn.Module, example: Example) -> TracedGraph:
     if not isinstance(example, dict):
         args = example if isinstance(example, tuple) else (example,)
         try:
             gm = fx.symbolic_trace(model)
             gm.graph.eliminate_dead_code()
             ShapeProp(gm).propagate(*args)
-            return gm, "fx", {n.name for n in gm.graph.nodes if n.op == "placeholder"}, {}
+            inputs = {n.name for n in gm.graph.nodes if n.op == "placeholder"}
+            return TracedGraph(gm, "fx", inputs, {})
         except Exception:  # fx cannot trace data-dependent Python; export can
             pass
         kwargs: dict[str, torch.Tensor] = {}
@@ -70,7 +91,7 @@ def _trace(model: nn.Module, example: Example) -> _Traced:
              **sig.inputs_to_lifted_tensor_constants}
     tensors = {ph: named[fqn] for ph, fqn in state.items()
                if isinstance(named.get(fqn), torch.Tensor)}
-    return ep.graph_module, "export", set(sig.user_inputs), tensors
+    return TracedGraph(ep.graph_module, "export", set(sig.user_inputs), tensors)
 
 
 def _tensors(meta: Any) -> list[tuple[tuple[int, ...], torch.dtype]]:
@@ -184,7 +205,13 @@ def layer_dag(model: nn.Module, example: Example, dtype_bytes: int = 4) -> nx.Di
     ConfigError
         If neither torch.fx nor torch.export can trace the model.
     """
-    gm, tracer, inputs, params = _trace(model, example)
+    return dag_of(trace_graph(model, example), dtype_bytes)
+
+
+def dag_of(traced: TracedGraph, dtype_bytes: int = 4) -> nx.DiGraph:
+    """The layer DAG of an already traced model (see :func:`layer_dag`); its vertices are
+    the names of the traced graph's nodes."""
+    gm, tracer, inputs, params = traced
     nodes = list(gm.graph.nodes)
     dag = nx.DiGraph(tracer=tracer, dtype_bytes=dtype_bytes)
     seen: set[int] = set()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import torch
 from torch import nn
 
@@ -50,13 +52,15 @@ OPTIMIZERS = ("adam", "sgd")
 
 
 def make_optimizer(
-    name: str, model: nn.Module, lr: float, momentum: float = 0.0
+    name: str, model: nn.Module | Iterable[nn.Parameter], lr: float, momentum: float = 0.0
 ) -> torch.optim.Optimizer:
-    """The parameter server's optimiser. Adam is the default: with asynchronous workers the
-    gradients are stale, and stale gradients with heavy SGD momentum oscillate."""
+    """The parameter server's optimiser over a model's parameters (or the given ones). Adam
+    is the default: with asynchronous workers the gradients are stale, and stale gradients
+    with heavy SGD momentum oscillate."""
+    params = list(model.parameters() if isinstance(model, nn.Module) else model)
     if name == "adam":
-        return torch.optim.Adam(model.parameters(), lr=lr)
+        return torch.optim.Adam(params, lr=lr)
     if name == "sgd":
-        return torch.optim.SGD(model.parameters(), lr=lr, momentum=momentum)
+        return torch.optim.SGD(params, lr=lr, momentum=momentum)
     raise ConfigError(f"unknown optimizer {name!r}; known: {', '.join(OPTIMIZERS)}",
                       field="optimizer")

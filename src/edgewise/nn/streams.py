@@ -14,12 +14,14 @@ from scipy import ndimage
 from edgewise.errors import ConfigError
 
 __all__ = [
-    "IMAGE_SIDE", "N_CLASSES", "DigitsStream", "Drift", "Window", "apply_drift",
-    "digits_streams", "load_frame_folders", "stream_pools",
+    "DIGITS_SHAPE", "IMAGE_SIDE", "N_CLASSES", "DigitsStream", "Drift", "FrameStream", "Stream",
+    "Window",
+    "apply_drift", "digits_streams", "load_frame_folders", "stream_pools",
 ]  # fmt: skip
 
 IMAGE_SIDE = 8
 N_CLASSES = 10
+DIGITS_SHAPE = (1, IMAGE_SIDE, IMAGE_SIDE)
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg")
 
 
@@ -37,8 +39,9 @@ class Drift:
 
 @dataclass(frozen=True, slots=True)
 class Window:
-    """One retraining window of a stream: the live frames ``x`` (N, 1, 8, 8) float32 in
-    [0, 1] with their true labels ``y`` (-1 where unknown), and the frames ``train_x``
+    """One retraining window of a stream: the live frames ``x`` (N, C, H, W) float32 in
+    [0, 1] (digits: 1×8×8) with their true labels ``y`` (-1 where unknown), and the frames
+    ``train_x``
     accumulated for retraining (labelled later by the golden model; ``train_y`` true labels
     for measuring that labelling)."""
 
@@ -172,18 +175,24 @@ def digits_streams(n_streams: int, seed: int = 0, **kwargs: float | int) -> list
             for i in range(n_streams)]
 
 
-def _read_image(path: Path) -> NDArray[np.float32]:
-    from PIL import Image, UnidentifiedImageError
+def _read_image(path: Path, shape: tuple[int, ...]) -> NDArray[np.float32]:
+    """One frame as float32 (C, H, W) in [0, 1]: grey (C=1) or RGB (C=3), resized to H×W."""
+    from PIL import Image
 
+    channels, height, width = shape
+    mode = {1: "L", 3: "RGB"}.get(channels)
+    if mode is None:
+        raise ConfigError(f"frames have 1 or 3 channels, not {channels}", field="input_shape")
     try:
         with Image.open(path) as im:
-            grey = im.convert("L").resize((IMAGE_SIDE, IMAGE_SIDE), Image.Resampling.BILINEAR)
-            return np.asarray(grey, dtype=np.float32) / 255.0
-    except (UnidentifiedImageError, OSError) as exc:
+            fitted = im.convert(mode).resize((width, height), Image.Resampling.BILINEAR)
+            pixels = np.asarray(fitted, dtype=np.float32) / 255.0
+    except Exception as exc:  # Pillow raises OSError, SyntaxError, ValueError, ...
         raise ConfigError(f"cannot read image {path}: {exc}", field="frames") from None
+    return pixels.reshape(height, width, channels).transpose(2, 0, 1)
 
 
-def _labels(folder: Path, names: Sequence[str]) -> NDArray[np.int64]:
+def _labels(folder: Path, names: Sequence[str], classes: int) -> NDArray[np.int64]:
     """Labels from ``labels.csv`` (``filename,label`` lines), -1 for unlabelled frames."""
     table: dict[str, int] = {}
     csv = folder / "labels.csv"
@@ -192,21 +201,26 @@ def _labels(folder: Path, names: Sequence[str]) -> NDArray[np.int64]:
             if not line.strip() or line.startswith("filename"):
                 continue
             name, _, label = line.partition(",")
-            if not label.strip().lstrip("-").isdigit() or not -1 <= int(label) < N_CLASSES:
-                raise ConfigError(f"{csv}:{n}: expected filename,label with label in 0..9",
-                                  field="labels.csv")
+            if not label.strip().lstrip("-").isdigit() or not -1 <= int(label) < classes:
+                raise ConfigError(f"{csv}:{n}: expected filename,label with label in "
+                                  f"0..{classes - 1}", field="labels.csv")
             table[name.strip()] = int(label)
     return np.array([table.get(n, -1) for n in names], dtype=np.int64)
 
 
-def load_frame_folders(root: Path, train_fraction: float = 0.5) -> list[Window]:
+def load_frame_folders(root: Path, train_fraction: float = 0.5,
+                       shape: tuple[int, ...] = DIGITS_SHAPE,
+                       classes: int = N_CLASSES) -> list[Window]:
     """A user's own stream: ``root/<window>/`` folders (sorted by name), each with PNG or
-    JPEG frames (sorted by name, resized to 8x8 grey) and optionally ``labels.csv``. The
-    first ``train_fraction`` of each window's frames are its retraining frames."""
+    JPEG frames (sorted by name, resized to ``shape``: C, H, W, grey or RGB; 8×8 grey by
+    default) and optionally ``labels.csv`` (labels below ``classes``). The first
+    ``train_fraction`` of each window's frames are its retraining frames."""
     if not root.is_dir():
         raise ConfigError(f"{root} is not a directory", field="frames")
     if not 0.0 < train_fraction < 1.0:
         raise ConfigError("train_fraction must be in (0, 1)", field="train_fraction")
+    if len(shape) != 3:
+        raise ConfigError(f"frames decode to (C, H, W), not {list(shape)}", field="input_shape")
     folders = sorted(p for p in root.iterdir() if p.is_dir())
     if not folders:
         raise ConfigError(f"{root} has no window folders (one sub-folder per window)",
@@ -217,8 +231,34 @@ def load_frame_folders(root: Path, train_fraction: float = 0.5) -> list[Window]:
         if len(files) < 2:
             raise ConfigError(f"window folder {folder} needs at least 2 PNG/JPEG frames",
                               field="frames")
-        x = np.stack([_read_image(p) for p in files])[:, None].astype(np.float32)
-        y = _labels(folder, [p.name for p in files])
+        x = np.stack([_read_image(p, shape) for p in files]).astype(np.float32)
+        y = _labels(folder, [p.name for p in files], classes)
         cut = max(1, min(len(files) - 1, round(train_fraction * len(files))))
         windows.append(Window(root.name, i, x[cut:], y[cut:], x[:cut], y[:cut]))
     return windows
+
+
+@dataclass(frozen=True, slots=True)
+class FrameStream:
+    """A user's stream of frame folders (see :func:`load_frame_folders`), read once: what a
+    real run takes where it would take a :class:`DigitsStream`."""
+
+    name: str
+    frames: tuple[Window, ...]
+
+    @property
+    def n_windows(self) -> int:
+        return len(self.frames)
+
+    def window(self, index: int) -> Window:
+        if not 0 <= index < len(self.frames):
+            raise ConfigError(f"window {index} out of range 0..{len(self.frames) - 1}",
+                              field="window")
+        return self.frames[index]
+
+    def windows(self) -> Iterator[Window]:
+        yield from self.frames
+
+
+Stream = DigitsStream | FrameStream
+"""A stream a real run takes: drifting digits, or a user's frame folders."""

@@ -16,9 +16,9 @@ from edgewise.wire.state import decode_state_dict, encode_state_dict
 
 __all__ = ["StepTrainer", "Update"]
 
-Update = Callable[[dict[str, torch.Tensor], np.ndarray], dict[str, torch.Tensor]]
-"""Push a batch's gradients (and the ids of its samples) to a parameter server; the new
-weights."""
+Update = Callable[[nn.Module, np.ndarray], None]
+"""Push the model's gradients (and the ids of the batch's samples) to a parameter server
+and load the weights it returns into the model."""
 
 
 class StepTrainer:
@@ -47,14 +47,11 @@ class StepTrainer:
         loss = nn.functional.cross_entropy(self.model(self.x[idx]), self.y[idx])
         loss.backward()  # type: ignore[no-untyped-call]
         t1 = time.perf_counter()
+        if self.update is not None:
+            self.update(self.model, chosen.astype(np.int64))
+            return t1 - t0, time.perf_counter() - t1
         params = dict(self.model.named_parameters())
         grads = {n: p.grad for n, p in params.items() if p.grad is not None}
-        if self.update is not None:
-            weights = self.update(grads, chosen.astype(np.int64))
-            with torch.no_grad():
-                for name, p in params.items():
-                    p.copy_(weights[name])
-            return t1 - t0, time.perf_counter() - t1
         pushed = decode_state_dict(encode_state_dict(grads))
         for name, grad in pushed.items():
             params[name].grad = grad

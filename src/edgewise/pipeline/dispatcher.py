@@ -104,7 +104,7 @@ class Dispatcher:
                  restart: Literal["same", "other"] = "same", health_s: float = 0.5,
                  ping_timeout_s: float = 5.0, request_timeout_s: float = 30.0,
                  splitter: Splitter = split_sequential, max_restarts: int = 10,
-                 startup_timeout_s: float = 120.0) -> None:
+                 startup_timeout_s: float = 300.0) -> None:
         if window < 1 or restart not in ("same", "other"):
             raise ConfigError("window must be >= 1 and restart 'same' or 'other'",
                               field="window")

@@ -21,7 +21,13 @@ import torch
 from numpy.typing import NDArray
 
 from edgewise.errors import ConfigError
-from edgewise.nn.continual_models import EdgeCNN, model_from_frame, model_to_frame, retrain
+from edgewise.nn.continual_models import (
+    EdgeCNN,
+    Student,
+    model_from_frame,
+    model_to_frame,
+    retrain,
+)
 from edgewise.runtime.throttle import Throttle
 
 __all__ = ["InferenceActor", "RetrainActor", "mps_env", "sampled_predictions", "throttled"]
@@ -151,7 +157,7 @@ class RetrainActor:
         start = time.perf_counter()
         state: dict[str, Any] = {"epochs": 0, "frame": weights, "device_s": 0.0, "used": 0.0}
 
-        def checkpoint(epoch: int, student: EdgeCNN) -> None:
+        def checkpoint(epoch: int, student: Student) -> None:
             throttle_step()  # the epoch's last step is device compute
             frame = model_to_frame(student)
             state.update(epochs=epoch, frame=frame, seconds=time.perf_counter() - start,

@@ -1,43 +1,83 @@
-"""The data store actor: holds the training data and ships each worker its shard."""
+"""The data store actor: holds a workload's data and ships shards in bounded chunks.
+
+A chunk is one transport frame of at most about :data:`CHUNK_BYTES`, so a data set larger
+than a frame (or than the receiver's memory for frames) still trains. For ``images:DIR`` the
+store ships the files' encoded bytes and the worker decodes them: the store never decodes an
+image and holds only file names, and the link carries compressed images, not float pixels.
+"""
 
 from __future__ import annotations
+
+from typing import Any
 
 import numpy as np
 import ray
 from numpy.typing import NDArray
 
-from edgewise.nn.data import Dataset, digits_split
-from edgewise.wire.frames import encode
+from edgewise.nn.workload import DIGITS, Workload, open_data
+from edgewise.nn.workload.sources import Split
+from edgewise.wire.frames import Codec, encode
 
-__all__ = ["DataStore"]
+__all__ = ["CHUNK_BYTES", "DataStore", "chunks"]
+
+#: Target size of one shipped chunk; far below the transport's 1 GiB decode limit, small
+#: enough that a chunk in flight costs little memory, large enough that framing is cheap.
+CHUNK_BYTES = 4 << 20
+
+
+def chunks(positions: NDArray[np.int64], per_chunk: int) -> list[NDArray[np.int64]]:
+    """``positions`` cut into consecutive pieces of at most ``per_chunk`` samples."""
+    step = max(int(per_chunk), 1)
+    return [positions[i : i + step] for i in range(0, len(positions), step)]
+
+
+def as_workload(dataset: str | Workload) -> Workload:
+    """A workload for the store's argument: a Workload, or ``"digits"`` (the default)."""
+    if isinstance(dataset, Workload):
+        return dataset
+    if dataset != "digits":
+        raise ValueError(f"unknown dataset {dataset!r}")
+    return DIGITS
 
 
 @ray.remote(max_concurrency=8)  # type: ignore[call-overload]
 class DataStore:
-    """Serves shards of the training set (and the validation set) as transport frames,
-    counting the bytes shipped to each worker."""
+    """Serves chunks of a workload's training set (and its validation set) as transport
+    frames, counting the bytes shipped to each worker."""
 
-    def __init__(self, dataset: str = "digits", seed: int = 0, compression: str = "lz4") -> None:
-        if dataset != "digits":
-            raise ValueError(f"unknown dataset {dataset!r}")
-        self.train, self.val = digits_split(seed=seed)
-        self.compression = compression
+    def __init__(self, dataset: str | Workload = "digits", seed: int = 0,
+                 compression: Codec = "lz4", chunk_bytes: int = CHUNK_BYTES) -> None:
+        self.source = open_data(as_workload(dataset), seed)
+        self.compression: Codec = compression
+        self.chunk_bytes = chunk_bytes
         self.shipped_bytes: dict[str, int] = {}
 
     def size(self) -> int:
-        return len(self.train)
+        return self.source.size("train")
 
-    def _frame(self, data: Dataset) -> bytes:
-        return encode({"x": data.x, "y": data.y, "ids": data.ids}, compression=self.compression)  # type: ignore[arg-type]
+    def chunk_samples(self) -> int:
+        """How many samples one chunk carries (at least one)."""
+        return max(1, self.chunk_bytes // self.source.bytes_per_sample())
+
+    def _frame(self, split: Split, positions: NDArray[np.int64]) -> bytes:
+        arrays, meta = self.source.pack(split, positions)
+        return encode(arrays, compression=self.compression, meta=meta)
 
     def shard(self, worker: str, positions: NDArray[np.int64]) -> bytes:
-        """The samples at ``positions`` of the training set, as one frame for ``worker``."""
-        frame = self._frame(self.train.take(positions))
+        """The training samples at ``positions`` as one frame for ``worker`` (ask for one
+        chunk at a time: :meth:`chunk_samples` positions)."""
+        frame = self._frame("train", positions)
         self.shipped_bytes[worker] = self.shipped_bytes.get(worker, 0) + len(frame)
         return frame
 
-    def validation(self) -> bytes:
-        return self._frame(self.val)
+    def validation(self) -> list[bytes]:
+        """The validation set as chunk frames."""
+        everything = np.arange(self.source.size("val"), dtype=np.int64)
+        return [self._frame("val", part) for part in chunks(everything, self.chunk_samples())]
 
     def shipped(self) -> dict[str, int]:
         return dict(self.shipped_bytes)
+
+    def describe(self) -> dict[str, Any]:
+        """The data's classes and sample shape (what the store opened)."""
+        return {"classes": list(self.source.classes), "shape": list(self.source.shape)}

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 import ray
 import torch
+from torch import nn
 
 from edgewise.cluster.model import Link, Role
 from edgewise.nn.data import digits_split
@@ -27,8 +28,8 @@ from edgewise.runtime.launch import MemberSpec, start_ps
 from edgewise.runtime.plan import TrainConfig
 from edgewise.runtime.ray_cluster import RayRuntime
 from edgewise.runtime.shaping import ByteCounter, ShapedLink
-from edgewise.runtime.transport import send
-from edgewise.wire.frames import decode, encode, to_torch
+from edgewise.runtime.trainstate import FlatState
+from edgewise.wire.frames import encode
 
 __all__ = ["DeviceProbe", "DeviceProfiler", "device_grid", "device_state", "profile_device"]
 
@@ -47,14 +48,22 @@ class DeviceProfiler:
         torch.set_num_threads(1)
         self.ps, self.link, self.counter = ps, ShapedLink(ps_link), ByteCounter()
         self.compression = compression
+        self.flat: FlatState | None = None
         self.profiler = PointProfiler(config, self._push, ps_state)
 
-    def _push(self, grads: dict[str, torch.Tensor], ids: np.ndarray) -> dict[str, torch.Tensor]:
-        payload = {**{n: g.detach() for n, g in grads.items()}, "ids": torch.from_numpy(ids)}
-        frame = send(payload, self.link, self.counter, compression=self.compression)  # type: ignore[arg-type]
-        weights: bytes = ray.get(self.ps.push_async.remote(frame))
+    def _push(self, model: nn.Module, ids: np.ndarray) -> None:
+        """The workers' update (``runtime.worker``): the flat gradients and the batch's ids
+        to the server, its weights back into the model."""
+        if self.flat is None or self.flat.model is not model:
+            self.flat = FlatState(model)
+        self.flat.check_grads()
+        frame = self.flat.gradients_frame(ids, self.compression)  # type: ignore[arg-type]
+        self.link.transmit(len(frame))
+        self.counter.record(self.link.key, raw_bytes=self.flat.nbytes, wire_bytes=len(frame))
+        weights = ray.get(self.ps.push_async.remote(np.frombuffer(frame, np.uint8)))
         self.link.transmit(len(weights))
-        return to_torch(decode(weights))
+        self.flat.load_weights(weights)
+        self.flat.zero_grad()
 
     def point(self, point: StressPoint, items: list[tuple[int, int]], n_workers: int,
               batch_mean: float) -> list[tuple[str, dict[str, Any]]]:

@@ -17,6 +17,7 @@ from numpy.typing import NDArray
 from edgewise.cluster.model import Cluster
 from edgewise.errors import RuntimeFault
 from edgewise.nn.data import shard_indices
+from edgewise.nn.workload import Workload, resolved, validate
 from edgewise.perf.convergence import epochs_to_target
 from edgewise.runtime.datastore import DataStore
 from edgewise.runtime.health import StrikeLedger
@@ -25,7 +26,7 @@ from edgewise.runtime.plan import TrainConfig, TrainPlan, equal_plan
 from edgewise.runtime.ray_cluster import RayRuntime
 from edgewise.wire.frames import decode
 
-__all__ = ["EpochRecord", "Interruption", "TrainResult", "train"]
+__all__ = ["EpochRecord", "Interruption", "TrainResult", "latest_checkpoint", "train"]
 
 Replan = Callable[[Cluster, int, TrainPlan], TrainPlan]
 Events = Callable[[str, dict[str, Any]], None]
@@ -42,6 +43,7 @@ class EpochRecord:
     workers: tuple[str, ...]
     applied_ids: NDArray[np.int64] = field(repr=False)
     worker_stats: dict[str, dict[str, float]] = field(repr=False, default_factory=dict)
+    server_seconds: float = 0.0  # the parameter server's time serving async pushes
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,6 +81,14 @@ def _default_replan(cluster: Cluster, n_samples: int, previous: TrainPlan) -> Tr
     return equal_plan(cluster, n_samples, batch)
 
 
+def latest_checkpoint(path: Path | None) -> tuple[int, bytes] | None:
+    """The newest ``epoch-NNNN.ewt`` under ``path``: (epochs it completes, its frame)."""
+    found = sorted(path.glob("epoch-*.ewt")) if path is not None and path.is_dir() else []
+    if not found:
+        return None
+    return int(found[-1].stem.removeprefix("epoch-")) + 1, found[-1].read_bytes()
+
+
 def _save(path: Path | None, epoch: int, frame: bytes) -> Path | None:
     if path is None:
         return None
@@ -104,10 +114,16 @@ class _Job:
         self.checkpoint_path: Path | None = None
         self.transport: dict[str, dict[str, int]] = {}
         self.stopped_early = False
+        self.workload: Workload | None = None
+        self.done_before = 0  # epochs a resumed job had completed before this run
+
+    @property
+    def done(self) -> int:
+        return self.done_before + len(self.records)
 
     def run_attempt(self, attempt: Attempt) -> None:
-        while len(self.records) < self.config.epochs and not self.stopped_early:
-            epoch = len(self.records)
+        while self.done < self.config.epochs and not self.stopped_early:
+            epoch = self.done
             self.events("epoch_start", {"epoch": epoch, "workers": attempt.plan.workers})
             t0 = time.perf_counter()
             ray.get(attempt.ps.begin_epoch.remote(epoch, list(attempt.workers)))
@@ -119,7 +135,7 @@ class _Job:
             self.checkpoint = out["checkpoint"]
             self.checkpoint_path = _save(self.checkpoint_dir, epoch, out["checkpoint"])
             record = EpochRecord(epoch, out["val_accuracy"], wall, len(ids) / wall,
-                                 attempt.plan.workers, ids, stats)
+                                 attempt.plan.workers, ids, stats, out.get("push_seconds", 0.0))
             self.records.append(record)
             self.events("epoch_end", {"epoch": epoch, "record": record})
             if self._reached_target():
@@ -139,7 +155,7 @@ class _Job:
         return self.stopped_early
 
     def interrupted(self, lost: Interrupted) -> None:
-        epoch = len(self.records)
+        epoch = self.done
         for device, member, reason in lost.members:
             count = self.ledger.strike(device)
             item = Interruption(device, member, reason, epoch, lost.detected_at, count)
@@ -149,16 +165,27 @@ class _Job:
 
 def train(runtime: RayRuntime, config: TrainConfig, plan: TrainPlan, *,
           ledger: StrikeLedger | None = None, replan: Replan = _default_replan,
-          events: Events | None = None, checkpoint_dir: Path | None = None) -> TrainResult:
-    """Train ``config.epochs`` epochs under ``plan``; on a lost worker or device stop the
-    others, strike the device, re-plan without struck-out devices and resume from the last
-    checkpoint. Raises RuntimeFault after ``config.max_restarts`` restarts."""
+          events: Events | None = None, checkpoint_dir: Path | None = None,
+          resume: bool = False) -> TrainResult:
+    """Train ``config.epochs`` epochs of the config's workload under ``plan``; on a lost
+    worker or device stop the others, strike the device, re-plan without struck-out devices
+    and resume from the last checkpoint. With ``resume``, start from the newest checkpoint
+    in ``checkpoint_dir`` (a job the manager restarted): only the epochs after it run.
+
+    The workload is validated on the driver first (files, data, classes, one batch through
+    the model, memory), so that a bad spec fails with a ConfigError before any actor starts.
+    Raises RuntimeFault after ``config.max_restarts`` restarts."""
     started = time.perf_counter()
+    workload = checked_workload(runtime.cluster, config, plan)
     ledger = ledger or StrikeLedger()
     job = _Job(runtime, config, ledger, events or (lambda kind, data: None), checkpoint_dir)
+    job.workload = workload
+    if resume and (found := latest_checkpoint(checkpoint_dir)) is not None:
+        job.done_before, job.checkpoint = found
+        job.events("resumed", {"epoch": job.done_before})
     monitor = monitor_handle(runtime, config.heartbeat_s)
     store = DataStore.options(**runtime.actor_options(plan.store_device, 256)).remote(  # type: ignore[attr-defined]
-        "digits", config.seed, config.compression)
+        workload, config.seed, config.compression, config.chunk_bytes)
     try:
         plan = _attempts(job, plan, store, monitor, replan)
         shipped: dict[str, int] = ray.get(store.shipped.remote())
@@ -169,12 +196,23 @@ def train(runtime: RayRuntime, config: TrainConfig, plan: TrainPlan, *,
                        time.perf_counter() - started, job.stopped_early)
 
 
+def checked_workload(cluster: Cluster, config: TrainConfig, plan: TrainPlan) -> Workload:
+    """The config's workload after its dry run, with the shape and classes it found filled
+    in; the memory check uses the largest planned batch and the smallest worker."""
+    workload = config.resolved_workload()
+    batch = max(plan.batch_sizes.values(), default=1)
+    memory = min((cluster.device(w).memory_mb for w in plan.workers), default=None)
+    return resolved(workload, validate(workload, seed=config.seed, batch_size=batch,
+                                       memory_mb=memory))
+
+
 def _attempts(job: _Job, plan: TrainPlan, store: Any, monitor: Any, replan: Replan) -> TrainPlan:
     """Run attempts until every epoch is done; returns the plan the last attempt ran."""
     runtime, config, ledger = job.runtime, job.config, job.ledger
     n_samples: int = ray.get(store.size.remote())
     plan.validate(runtime.cluster, n_samples)
-    validation: bytes = ray.get(store.validation.remote())
+    validation: list[bytes] = ray.get(store.validation.remote())
+    chunk_samples: int = ray.get(store.chunk_samples.remote())
     struck = ledger.struck_out(plan.workers)
     if struck:  # three strikes already: this job's first plan must do without them
         plan = replan(runtime.cluster.without(ledger.struck_out()), n_samples, plan)
@@ -182,19 +220,23 @@ def _attempts(job: _Job, plan: TrainPlan, store: Any, monitor: Any, replan: Repl
     for restart in range(config.max_restarts + 1):
         rng = np.random.default_rng([config.seed, restart])
         positions = shard_indices(n_samples, dict(plan.shards), rng)
-        attempt = launch(runtime, config, plan, job.job_id, restart, monitor, store,
-                         positions, validation, job.checkpoint, job.events)
-        try:
+        attempt: Attempt | None = None
+        try:  # a member lost while the shards load is a fault like any other
+            attempt = launch(runtime, config, plan, job.job_id, restart, monitor, store,
+                             positions, validation, job.checkpoint, job.events,
+                             workload=job.workload, chunk_samples=chunk_samples)
             job.run_attempt(attempt)
             return plan
         except Interrupted as lost:
             job.interrupted(lost)
-            attempt.teardown()
+            if attempt is not None:
+                attempt.teardown()
             # struck out, or gone for now (dead or unreachable): a plan on them would hang
             excluded = ledger.struck_out(runtime.cluster.device_names) | runtime.lost_devices()
             healthy = runtime.cluster.without(excluded)
             plan = replan(healthy, n_samples, plan)
             job.events("restart", {"restart": restart + 1, "plan": plan})
         finally:
-            attempt.teardown()
+            if attempt is not None:
+                attempt.teardown()
     raise RuntimeFault(f"gave up after {config.max_restarts} restarts")

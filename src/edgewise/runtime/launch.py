@@ -11,6 +11,8 @@ import ray
 from ray.exceptions import RayError
 
 from edgewise.cluster.model import Link
+from edgewise.errors import ConfigError
+from edgewise.nn.workload import Workload
 from edgewise.runtime.monitor import MONITOR_NAME, HealthMonitor
 from edgewise.runtime.plan import TrainConfig, TrainPlan
 from edgewise.runtime.ps import ParameterServer
@@ -63,11 +65,12 @@ def monitor_handle(runtime: RayRuntime, heartbeat_s: float) -> Any:
 
 @dataclass(frozen=True, slots=True)
 class MemberSpec:
-    """How every member of a run (its parameter server and its workers) is built: the model
-    and its seed, the optimiser, the transport's compression, the memory reserved per actor
-    and the heartbeat period."""
+    """How every member of a run (its parameter server and its workers) is built: the
+    workload (or a built-in model's name, trained on digits) and its seed, the optimiser
+    and its learning-rate schedule over ``epochs``, the transport's compression, the memory
+    reserved per actor and the heartbeat period."""
 
-    model: str
+    model: str | Workload
     seed: int
     optimizer: str
     learning_rate: float
@@ -75,23 +78,27 @@ class MemberSpec:
     compression: str
     memory_mb: int
     heartbeat_s: float
+    lr_schedule: str = "constant"
+    epochs: int = 1
 
     @staticmethod
-    def of(config: TrainConfig) -> MemberSpec:
-        """The members of a training-engine run."""
-        return MemberSpec(config.model, config.seed, config.optimizer, config.learning_rate,
-                          config.momentum, config.compression, config.worker_memory_mb,
-                          config.heartbeat_s)
+    def of(config: TrainConfig, workload: Workload | None = None) -> MemberSpec:
+        """The members of a training-engine run (``workload``: default the config's)."""
+        return MemberSpec(workload or config.resolved_workload(), config.seed,
+                          config.optimizer, config.learning_rate, config.momentum,
+                          config.compression, config.worker_memory_mb, config.heartbeat_s,
+                          config.lr_schedule, config.epochs)
 
 
 def start_ps(runtime: RayRuntime, spec: MemberSpec, device: str, name: str,
-             validation: bytes, checkpoint: bytes | None = None) -> Any:
+             validation: bytes | list[bytes], checkpoint: bytes | None = None) -> Any:
     """A parameter server called ``name`` pinned to ``device``, restored from ``checkpoint``
     when one is given (a new attempt, or a server moved to another device)."""
     options = runtime.actor_options(device, spec.memory_mb, name)
     return ParameterServer.options(**options).remote(  # type: ignore[attr-defined]
         spec.model, spec.seed, spec.optimizer, spec.learning_rate, spec.momentum,
-        runtime.stretch[device], validation, checkpoint, spec.compression)
+        runtime.stretch[device], validation, checkpoint, spec.compression,
+        schedule=spec.lr_schedule, epochs=spec.epochs)
 
 
 def start_worker(runtime: RayRuntime, spec: MemberSpec, device: str, name: str, *, ps: Any,
@@ -108,9 +115,11 @@ def start_worker(runtime: RayRuntime, spec: MemberSpec, device: str, name: str, 
 
 def launch(runtime: RayRuntime, config: TrainConfig, plan: TrainPlan, job_id: str,
            attempt: int, monitor: Any, store: Any, positions: dict[str, np.ndarray],
-           validation: bytes, checkpoint: bytes | None, events: Any) -> Attempt:
-    """Start the parameter server and one worker per planned device; ship the shards."""
-    spec = MemberSpec.of(config)
+           validation: bytes | list[bytes], checkpoint: bytes | None, events: Any, *,
+           workload: Workload | None = None, chunk_samples: int | None = None) -> Attempt:
+    """Start the parameter server and one worker per planned device; ship the shards in
+    chunks of ``chunk_samples``. ``workload`` defaults to the config's."""
+    spec = MemberSpec.of(config, workload)
     ps_name = f"ps-{job_id}-{attempt}"
     ps = start_ps(runtime, spec, plan.ps_device, ps_name, validation, checkpoint)
     run = Attempt(plan, ps, ps_name, {}, monitor)
@@ -121,7 +130,8 @@ def launch(runtime: RayRuntime, config: TrainConfig, plan: TrainPlan, job_id: st
             runtime, spec, w, name, ps=ps, ps_link=runtime.transport_link(w, plan.ps_device),
             store_link=runtime.transport_link(w, plan.store_device),
             batch_size=plan.batch_sizes[w], monitor=monitor, sync=config.mode == "sync")
-    loads = {w: h.load_shard.remote(store, positions[w]) for w, h in run.workers.items()}
+    loads = {w: h.load_shard.remote(store, positions[w], chunk_samples)
+             for w, h in run.workers.items()}
     try:
         await_all(run, loads, config.heartbeat_s, events)
     except BaseException:
@@ -151,6 +161,9 @@ def await_all(run: Attempt, futures: dict[str, Any], heartbeat_s: float,
             try:
                 results[device] = ray.get(ref)
             except RayError as exc:
+                cause = getattr(exc, "cause", None)
+                if isinstance(cause, ConfigError):
+                    raise cause from None  # bad input is no fault: restarting cannot help
                 member = run.names.get(device, device)
                 reason = type(exc).__name__ + ": " + str(exc).splitlines()[0][:200]
                 raise Interrupted([(device, member, reason)], time.time()) from None

@@ -8,19 +8,25 @@ from typing import Literal
 
 from edgewise.cluster.model import Cluster, Role
 from edgewise.errors import ConfigError
+from edgewise.nn.workload import Workload, builtin_workload
 
 __all__ = ["TrainConfig", "TrainPlan", "equal_plan"]
 
 
 @dataclass(frozen=True, slots=True)
 class TrainConfig:
-    """How to train: model, loop, epochs, optimiser and the runtime's knobs."""
+    """How to train: the workload, loop, epochs, optimiser and the runtime's knobs.
+
+    ``workload`` is what trains (model, weights, data, task); without one, the built-in
+    ``model`` trains on the bundled digits (the quick default)."""
 
     model: str = "digits-cnn"
+    workload: Workload | None = None
     mode: Literal["async", "sync"] = "async"
     epochs: int = 8
     optimizer: Literal["adam", "sgd"] = "adam"
     learning_rate: float = 0.003
+    lr_schedule: Literal["constant", "cosine"] = "constant"  # cosine: anneal over the epochs
     momentum: float = 0.0
     seed: int = 0
     heartbeat_s: float = 1.0
@@ -28,6 +34,11 @@ class TrainConfig:
     max_restarts: int = 10
     worker_memory_mb: int = 1024
     target_accuracy: float | None = None  # stop early once validation accuracy reaches it
+    chunk_bytes: int = 4 << 20  # the data store ships shards in frames of about this size
+
+    def resolved_workload(self) -> Workload:
+        """The workload to train: ``workload``, else ``model`` on digits."""
+        return self.workload if self.workload is not None else builtin_workload(self.model)
 
 
 @dataclass(frozen=True, slots=True)

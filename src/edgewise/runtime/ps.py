@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from typing import Any
@@ -10,34 +11,58 @@ import numpy as np
 import ray
 import torch
 
-from edgewise.nn.models import build_model, make_optimizer
+from edgewise.nn.models import make_optimizer
+from edgewise.nn.workload import Workload, build_model, builtin_workload, metric_hits
 from edgewise.runtime.emulation import emulated_compute
+from edgewise.runtime.trainstate import FlatState, Frame, Pushed, mean_pushes, read_frames
 from edgewise.wire.frames import decode, encode, to_torch
 
 __all__ = ["ParameterServer"]
+
+_EVAL_BATCH = 256
+
+
+def epoch_lr(base: float, schedule: str, epoch: int, epochs: int) -> float:
+    """The learning rate of ``epoch`` (0-based) of ``epochs``: constant, or cosine-annealed
+    from ``base`` towards zero (half a cosine over the run, Loshchilov & Hutter's SGDR)."""
+    if schedule == "cosine" and epoch >= 0:
+        return base * 0.5 * (1 + math.cos(math.pi * min(epoch, epochs) / epochs))
+    return base
 
 
 @ray.remote(max_concurrency=32)  # type: ignore[call-overload]
 class ParameterServer:
     """Holds the model; applies gradients as they arrive (async) or once every active worker
     pushed for a step (sync); records which samples each applied update trained, checkpoints
-    at epoch ends and measures validation accuracy."""
+    at epoch ends and measures validation accuracy (the workload's metric).
 
-    def __init__(self, model: str, seed: int, optimizer: str, lr: float, momentum: float,
-                 stretch: float, validation: bytes, checkpoint: bytes | None = None,
-                 compression: str = "lz4") -> None:
+    ``model`` is a workload (or a built-in model name, on digits); the server builds it with
+    its weights file, if any. ``validation`` is one or more data-store frames."""
+
+    def __init__(self, model: str | Workload, seed: int, optimizer: str, lr: float,
+                 momentum: float, stretch: float, validation: bytes | list[bytes],
+                 checkpoint: bytes | None = None, compression: str = "lz4", *,
+                 schedule: str = "constant", epochs: int = 1) -> None:
         torch.set_num_threads(1)
-        self.model = build_model(model, seed)
-        self.opt = make_optimizer(optimizer, self.model, lr, momentum)
+        self.base_lr, self.schedule, self.total_epochs = lr, schedule, max(epochs, 1)
+        self.workload = builtin_workload(model) if isinstance(model, str) else model
+        task = self.workload.task
+        self.model = build_model(self.workload, seed=seed, num_classes=task.num_classes,
+                                 input_shape=task.input_shape)
+        self.flat = FlatState(self.model)
+        self.flat_params = self.flat.optimizer_parameters()
+        self.opt = make_optimizer(optimizer, self.flat_params.values(), lr, momentum)
         self.stretch, self.compression = stretch, compression
-        val = decode(validation).arrays
-        self.val_x = torch.from_numpy(val["x"].copy())
-        self.val_y = torch.from_numpy(val["y"].copy())
+        frames = [validation] if isinstance(validation, bytes) else list(validation)
+        val = read_frames(frames, self.workload)
+        self.val_x, self.val_y = torch.from_numpy(val.x), torch.from_numpy(val.y)
         self.lock = threading.Condition()
         self.epoch, self.updates, self.samples_this_epoch = 0, 0, 0
         self.applied: list[np.ndarray] = []
         self.active: set[str] = set()
-        self.pending: dict[str, tuple[dict[str, torch.Tensor], int]] = {}
+        self.pending: dict[str, Pushed] = {}
+        self.cached: tuple[int, Frame] = (-1, np.zeros(0, np.uint8))
+        self.push_seconds = 0.0  # time spent serving pushes this epoch (decode, step, encode)
         self.step_done = self.pending_step = -1
         if checkpoint is not None:
             self._restore(checkpoint)
@@ -46,65 +71,73 @@ class ParameterServer:
         """Weights and optimiser state from a checkpoint frame (see :meth:`_checkpoint`)."""
         tensors = to_torch(decode(frame))
         with torch.no_grad():
-            for name, p in self.model.named_parameters():
-                p.copy_(tensors[f"w.{name}"])
-                prefix, suffix = "o.", f".{name}"
-                state = {k[len(prefix) : -len(suffix)]: v for k, v in tensors.items()
-                         if k.startswith(prefix) and k.endswith(suffix)}
-                if state:
-                    self.opt.state[p] = state
+            for name, t in (*self.flat.params, *self.flat.buffers):
+                t.copy_(tensors[f"w.{name}"])
+        for key, param in self.flat_params.items():
+            prefix, suffix = "o.", f".{key}"
+            state = {k[len(prefix) : -len(suffix)]: v for k, v in tensors.items()
+                     if k.startswith(prefix) and k.endswith(suffix)}
+            if state:
+                self.opt.state[param] = state
 
     def _checkpoint(self) -> dict[str, torch.Tensor]:
-        """Weights as ``w.<param>``, optimiser state as ``o.<key>.<param>``."""
-        out: dict[str, torch.Tensor] = {}
-        for name, p in self.model.named_parameters():
-            out[f"w.{name}"] = p.detach()
-            for key, value in self.opt.state.get(p, {}).items():
+        """Weights and buffers as ``w.<name>``, the optimiser's state of each flat
+        parameter as ``o.<state>.<p.dtype>``."""
+        out = {f"w.{name}": t.detach() for name, t in (*self.flat.params, *self.flat.buffers)}
+        for key, param in self.flat_params.items():
+            for state, value in self.opt.state.get(param, {}).items():
                 if isinstance(value, torch.Tensor):
-                    out[f"o.{key}.{name}"] = value
+                    out[f"o.{state}.{key}"] = value
         return out
 
-    def _weights(self) -> bytes:
-        return encode({n: p.detach() for n, p in self.model.named_parameters()},
-                      compression=self.compression, meta={"updates": self.updates})  # type: ignore[arg-type]
+    def _weights(self) -> Frame:
+        """The current weights frame, encoded once per update (pulls and sync replies share
+        it); a uint8 array, which Ray hands over without copying it into a bytes object."""
+        if self.cached[0] != self.updates:
+            frame = self.flat.weights_frame(self.compression, {"updates": self.updates})  # type: ignore[arg-type]
+            self.cached = (self.updates, np.frombuffer(frame, np.uint8))
+        return self.cached[1]
 
-    def _apply(self, grads: dict[str, torch.Tensor]) -> None:
+    def _apply(self, flats: dict[str, torch.Tensor]) -> None:
+        """One optimiser step with the pushed gradients; adopt the pushed buffers."""
         with emulated_compute(self.stretch):
-            for name, p in self.model.named_parameters():
-                p.grad = grads[name]
+            self.flat.apply_push(flats)
             self.opt.step()
         self.updates += 1
 
     def begin_epoch(self, epoch: int, workers: list[str]) -> None:
         with self.lock:
+            for group in self.opt.param_groups:
+                group["lr"] = epoch_lr(self.base_lr, self.schedule, epoch, self.total_epochs)
             self.epoch, self.applied, self.samples_this_epoch = epoch, [], 0
+            self.push_seconds = 0.0
             self.active, self.pending = set(workers), {}
             self.step_done = self.pending_step = -1
 
-    def pull(self) -> bytes:
+    def pull(self) -> Frame:
         with self.lock:
             return self._weights()
 
-    def push_async(self, frame: bytes) -> bytes:
+    def push_async(self, frame: Frame) -> Frame:
         """Apply one worker's gradients at once and return the new weights (async loop)."""
-        decoded = decode(frame)
-        grads = to_torch(decoded)
-        ids = grads.pop("ids").numpy()
+        started = time.perf_counter()
+        pushed = self.flat.read_push(frame)
         with self.lock:
-            self._apply(grads)
-            self.applied.append(ids)
-            self.samples_this_epoch += len(ids)
-            return self._weights()
+            self._apply(pushed.flats)
+            self.applied.append(pushed.ids)
+            self.samples_this_epoch += len(pushed.ids)
+            weights = self._weights()
+            self.push_seconds += time.perf_counter() - started
+            return weights
 
-    def push_sync(self, worker: str, step: int, frame: bytes) -> bytes:
+    def push_sync(self, worker: str, step: int, frame: Frame) -> Frame:
         """Wait until every active worker pushed for ``step``, apply their sample-weighted
         mean gradient once, and return the new weights (sync loop)."""
-        grads = to_torch(decode(frame))
-        ids = grads.pop("ids").numpy()
+        pushed = self.flat.read_push(frame)
         with self.lock:
-            self.pending[worker] = (grads, len(ids))
+            self.pending[worker] = pushed
             self.pending_step = step
-            self.applied.append(ids)
+            self.applied.append(pushed.ids)
             self._maybe_step()
             self.lock.wait_for(lambda: self.step_done >= step)
             return self._weights()
@@ -118,13 +151,24 @@ class ParameterServer:
     def _maybe_step(self) -> None:
         if not self.pending or not self.active.issubset(self.pending):
             return
-        total = sum(n for _, n in self.pending.values())
-        names = next(iter(self.pending.values()))[0].keys()
-        mean = {k: sum(g[k] * (n / total) for g, n in self.pending.values()) for k in names}
-        self._apply(mean)  # type: ignore[arg-type]
+        pushes = list(self.pending.values())
+        total = sum(len(p.ids) for p in pushes)
+        self._apply(mean_pushes(pushes))
         self.samples_this_epoch += total
         self.pending, self.step_done = {}, self.pending_step
         self.lock.notify_all()
+
+    def _accuracy(self) -> float:
+        """The workload's metric on the validation set, in eval mode, in batches."""
+        self.model.eval()
+        hits = 0
+        with torch.no_grad():
+            for start in range(0, len(self.val_y), _EVAL_BATCH):
+                part = slice(start, start + _EVAL_BATCH)
+                hits += metric_hits(self.workload.task, self.model(self.val_x[part]),
+                                    self.val_y[part])
+        self.model.train()
+        return hits / len(self.val_y) if len(self.val_y) else float("nan")
 
     def progress(self) -> tuple[int, int]:
         return self.epoch, self.samples_this_epoch
@@ -133,13 +177,13 @@ class ParameterServer:
         """Checkpoint (weights and momentum) and validation accuracy at an epoch's end."""
         with self.lock:
             t0 = time.perf_counter()
-            with torch.no_grad(), emulated_compute(self.stretch):
-                pred = self.model(self.val_x).argmax(dim=1)
-                accuracy = float((pred == self.val_y).float().mean())
+            with emulated_compute(self.stretch):
+                accuracy = self._accuracy()
             state = self._checkpoint()
             ids = np.concatenate(self.applied) if self.applied else np.zeros(0, np.int64)
             checkpoint = encode(state, compression=self.compression,  # type: ignore[arg-type]
                                 meta={"epoch": self.epoch, "updates": self.updates})
             return {"epoch": self.epoch, "val_accuracy": accuracy, "checkpoint": checkpoint,
                     "applied_ids": encode({"ids": ids}), "updates": self.updates,
+                    "push_seconds": self.push_seconds,
                     "validation_seconds": time.perf_counter() - t0}

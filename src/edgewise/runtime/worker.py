@@ -1,5 +1,5 @@
-"""The worker actor: trains its shard batch by batch, pushing gradients to the parameter
-server and pulling weights back after every batch (Deep-Edge §III)."""
+"""The worker actor: trains its shard of any workload batch by batch, pushing gradients to the
+parameter server and pulling weights back after every batch (Deep-Edge §III)."""
 
 from __future__ import annotations
 
@@ -12,15 +12,15 @@ import numpy as np
 import psutil
 import ray
 import torch
-import torch.nn.functional as F
 
 from edgewise.cluster.model import Link
-from edgewise.nn.models import build_model
+from edgewise.nn.workload import Workload, build_network, builtin_workload, loss
+from edgewise.runtime.datastore import chunks
 from edgewise.runtime.emulation import emulated_compute
 from edgewise.runtime.heartbeat import Heartbeat
 from edgewise.runtime.shaping import ByteCounter, ShapedLink
-from edgewise.runtime.transport import send
-from edgewise.wire.frames import decode, to_torch
+from edgewise.runtime.trainstate import FlatState, Frame, frame_view, read_frames
+from edgewise.wire.frames import decode
 
 __all__ = ["Worker"]
 
@@ -33,9 +33,11 @@ def _name_seed(name: str) -> int:
 
 @ray.remote(max_concurrency=2)  # type: ignore[call-overload]
 class Worker:
-    """One data-parallel worker pinned to an (emulated) device."""
+    """One data-parallel worker pinned to an (emulated) device. ``model`` is a workload (or a
+    built-in model name, trained on digits); the worker builds its network without weights,
+    since it pulls them from the parameter server before its first batch."""
 
-    def __init__(self, name: str, device: str, model: str, seed: int, batch_size: int,
+    def __init__(self, name: str, device: str, model: str | Workload, seed: int, batch_size: int,
                  stretch: float, memory_cap_mb: int, ps: Any, ps_link: Link,
                  store_link: Link, monitor: Any, heartbeat_s: float, sync: bool,
                  compression: str = "lz4") -> None:
@@ -43,7 +45,11 @@ class Worker:
         self.name, self.device, self.seed, self.batch = name, device, seed, batch_size
         self.stretch, self.memory_cap_mb, self.sync = stretch, memory_cap_mb, sync
         self.ps, self.compression = ps, compression
-        self.model = build_model(model, seed)
+        self.workload = builtin_workload(model) if isinstance(model, str) else model
+        task = self.workload.task
+        self.model = build_network(self.workload, seed=seed, num_classes=task.num_classes,
+                                   input_shape=task.input_shape).train()
+        self.flat = FlatState(self.model)
         self.ps_link, self.store_link = ShapedLink(ps_link), ShapedLink(store_link)
         self.ps_peer = ps_link.b if ps_link.a == device else ps_link.a
         self.counter = ByteCounter()
@@ -53,35 +59,47 @@ class Worker:
         self.y = torch.zeros(0, dtype=torch.int64)
         self.ids = np.zeros(0, np.int64)
 
-    def load_shard(self, store: Any, positions: np.ndarray) -> int:
-        """Fetch this worker's shard from the data store; returns the frame's size."""
-        frame: bytes = ray.get(store.shard.remote(self.name, positions))
-        self.store_link.transmit(len(frame))
-        arrays = decode(frame).arrays
-        raw = sum(a.nbytes for a in arrays.values())
-        self.counter.record(self.store_link.key, raw_bytes=raw, wire_bytes=len(frame))
-        self.x, self.y = torch.from_numpy(arrays["x"].copy()), torch.from_numpy(arrays["y"].copy())
-        self.ids = arrays["ids"].copy()
-        return len(frame)
+    def load_shard(self, store: Any, positions: np.ndarray,
+                   chunk_samples: int | None = None) -> int:
+        """Fetch this worker's shard from the data store, ``chunk_samples`` samples per
+        request (all at once if None), and decode it; returns the bytes received."""
+        frames: list[bytes] = []
+        for part in chunks(np.asarray(positions, np.int64), chunk_samples or len(positions)):
+            frame: bytes = ray.get(store.shard.remote(self.name, part))
+            self.store_link.transmit(len(frame))
+            raw = sum(a.nbytes for a in decode(frame).arrays.values())
+            self.counter.record(self.store_link.key, raw_bytes=raw, wire_bytes=len(frame))
+            frames.append(frame)
+        data = read_frames(frames, self.workload)
+        self.x, self.y = torch.from_numpy(data.x), torch.from_numpy(data.y)
+        self.ids = data.ids
+        return sum(len(f) for f in frames)
 
-    def _load_weights(self, frame: bytes) -> None:
+    def _load_weights(self, frame: Frame) -> None:
         self.ps_link.transmit(len(frame))
-        decoded = decode(frame)
+        decoded = decode(frame_view(frame))
         raw = sum(a.nbytes for a in decoded.arrays.values())
         self.counter.record(self.ps_link.key, raw_bytes=raw, wire_bytes=len(frame))
-        weights = to_torch(decoded)
-        with torch.no_grad():
-            for name, p in self.model.named_parameters():
-                p.copy_(weights[name])
+        self.flat.load_weights(decoded)
 
-    def _gradients(self, index: np.ndarray) -> dict[str, torch.Tensor]:
+    def _gradients(self, index: np.ndarray) -> None:
         with emulated_compute(self.stretch):
-            self.model.zero_grad(set_to_none=True)
-            loss = F.cross_entropy(self.model(self.x[index]), self.y[index])
-            loss.backward()  # type: ignore[no-untyped-call]
-        grads = {n: p.grad.detach() for n, p in self.model.named_parameters() if p.grad is not None}
-        grads["ids"] = torch.from_numpy(self.ids[index])
-        return grads
+            self.flat.zero_grad()
+            value = loss(self.workload.task, self.model(self.x[index]), self.y[index])
+            value.backward()  # type: ignore[no-untyped-call]
+            self.flat.check_grads()
+
+    def _push(self, step: int, index: np.ndarray) -> Any:
+        """Send this batch's gradients, buffers and sample ids; the reply's object ref."""
+        ids = self.ids[index]
+        frame = self.flat.gradients_frame(ids, self.compression)  # type: ignore[arg-type]
+        self.ps_link.transmit(len(frame))
+        self.counter.record(self.ps_link.key, raw_bytes=self.flat.nbytes + ids.nbytes,
+                            wire_bytes=len(frame))
+        array = np.frombuffer(frame, np.uint8)  # Ray passes arrays without a bytes copy
+        if self.sync:
+            return self.ps.push_sync.remote(self.device, step, array)
+        return self.ps.push_async.remote(array)
 
     def _check_memory(self) -> None:
         rss_mb = self.process.memory_info().rss / 2**20
@@ -90,29 +108,38 @@ class Worker:
             raise MemoryError(f"{self.device}: {rss_mb:.0f} MB exceeds its {cap} MB")
 
     def run_epoch(self, epoch: int) -> dict[str, float]:
-        """Train every sample of the shard once; returns the epoch's timings."""
+        """Train every sample of the shard once; returns the epoch's timings: compute per
+        sample, and per batch the whole update and its parts (encoding the push, waiting
+        for the server's reply, loading the weights it returned)."""
         rng = np.random.default_rng([self.seed, epoch, _name_seed(self.name)])
         order = rng.permutation(len(self.ids))
-        wall0, compute_s, update_s = time.perf_counter(), 0.0, 0.0
+        wall0 = time.perf_counter()
+        spent = dict.fromkeys(("compute", "update", "encode", "wait", "load"), 0.0)
         self._load_weights(ray.get(self.ps.pull.remote()))
         for step, start in enumerate(range(0, len(order), self.batch)):
             self._obey()
             t0 = time.perf_counter()
-            grads = self._gradients(order[start : start + self.batch])
+            index = order[start : start + self.batch]
+            self._gradients(index)
             t1 = time.perf_counter()
-            frame = send(grads, self.ps_link, self.counter, compression=self.compression)  # type: ignore[arg-type]
-            push = self.ps.push_sync.remote(self.device, step, frame) if self.sync else \
-                self.ps.push_async.remote(frame)
-            self._load_weights(ray.get(push))
-            compute_s, update_s = compute_s + t1 - t0, update_s + time.perf_counter() - t1
+            reply = self._push(step, index)
+            t2 = time.perf_counter()
+            frame = ray.get(reply)
+            t3 = time.perf_counter()
+            self._load_weights(frame)
+            t4 = time.perf_counter()
+            for key, seconds in (("compute", t1 - t0), ("update", t4 - t1), ("encode", t2 - t1),
+                                 ("wait", t3 - t2), ("load", t4 - t3)):
+                spent[key] += seconds
             if step % _RSS_CHECK_EVERY == 0:
                 self._check_memory()
         if self.sync:
             ray.get(self.ps.leave.remote(self.device))
-        n = len(order)
+        n, batches = len(order), max(-(-len(order) // self.batch), 1)
         return {"samples": float(n), "wall_seconds": time.perf_counter() - wall0,
-                "compute_seconds_per_sample": compute_s / max(n, 1),
-                "update_seconds_per_batch": update_s / max(-(-n // self.batch), 1)}
+                "compute_seconds_per_sample": spent["compute"] / max(n, 1),
+                **{f"{k}_seconds_per_batch": v / batches for k, v in spent.items()
+                   if k != "compute"}}
 
     def _obey(self) -> None:
         """Freeze while the device is stalled; cut or restore the link to the server."""

@@ -1,17 +1,9 @@
-"""The manager's HTTP API: FastAPI app, bearer-token auth and the job backend it drives."""
+"""The manager: one job model for every problem's kind of work, a SQLite job store, the
+HTTP API with bearer-token auth, Prometheus metrics and the web dashboard."""
 
-from edgewise.runtime.jobs import JobBackend, JobStatus, TrainJobSpec
-from edgewise.service.app import create_app, get_backend, serve
+from edgewise.service.app import create_app, make_server
 from edgewise.service.auth import load_or_create_token
-from edgewise.service.backend import InMemoryBackend
+from edgewise.service.manager import JobManager
+from edgewise.service.store import Store
 
-__all__ = [
-    "InMemoryBackend",
-    "JobBackend",
-    "JobStatus",
-    "TrainJobSpec",
-    "create_app",
-    "get_backend",
-    "load_or_create_token",
-    "serve",
-]
+__all__ = ["JobManager", "Store", "create_app", "load_or_create_token", "make_server"]

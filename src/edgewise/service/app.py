@@ -1,188 +1,58 @@
-"""The manager's HTTP API (FastAPI): cluster state, live device metrics and training jobs."""
+"""The manager's HTTP app (FastAPI): its own routes, every problem's router, Prometheus
+metrics and the dashboard, behind the token gate; and the hardened uvicorn server."""
 
 from __future__ import annotations
 
 import ipaddress
-import json
+import logging
 import sys
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any
 
 import uvicorn
-from fastapi import APIRouter, Depends, FastAPI, HTTPException, Request, status
-from fastapi import Path as PathParam
+from fastapi import APIRouter, Depends, FastAPI, Request
+from fastapi.dependencies.models import Dependant
+from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.docs import get_swagger_ui_html
-from fastapi.responses import HTMLResponse, JSONResponse
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from fastapi.responses import HTMLResponse, JSONResponse, Response
 
-from edgewise.errors import ConfigError, EdgewiseError
-from edgewise.runtime.jobs import (
-    JOB_ID_PATTERN,
-    ApiContext,
-    JobBackend,
-    JobStatus,
-    ProblemApi,
-    TrainJobSpec,
-    get_backend,
+from edgewise.errors import ConfigError
+from edgewise.runtime.jobs import ApiContext, Limiter, ProblemApi, run_inline
+from edgewise.service.auth import bearer_dependency
+from edgewise.service.dashboard import PUBLIC_PATHS, PUBLIC_PREFIX, add_dashboard
+from edgewise.service.errors import ERROR_RESPONSES, add_error_handlers, index_routes
+from edgewise.service.guards import (
+    DEFAULT_MAX_BODY_BYTES,
+    BodyGuard,
+    RateLimitFilter,
+    TokenGate,
+    guarded_protocol,
 )
-from edgewise.service.auth import bearer_dependency, load_or_create_token, token_source
-from edgewise.service.problems import discover_problems
+from edgewise.service.manager import JobManager
+from edgewise.service.routes import core_router
+from edgewise.service.telemetry import CONTENT_TYPE, Telemetry
 
-__all__ = ["API_PREFIX", "BodySizeLimit", "check_bind", "create_app", "get_backend", "make_server",
-           "serve"]
+__all__ = ["API_PREFIX", "Limits", "check_bind", "create_app", "make_server"]
 
 API_PREFIX = "/api/v1"
-DEFAULT_MAX_BODY_BYTES = 64 * 1024
-
-JobId = Annotated[str, PathParam(pattern=JOB_ID_PATTERN, description="a job id")]
+METRICS_PATH = "/metrics"
 
 
-class BodySizeLimit:
-    """Pure ASGI middleware: 413 for a request body over ``max_bytes``.
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """How much the server takes from any one client, and from all of them."""
 
-    Checks Content-Length up front, then counts the bytes actually received (a chunked
-    request has no Content-Length), buffering at most ``max_bytes`` before the app runs.
-    """
-
-    def __init__(self, app: ASGIApp, max_bytes: int = DEFAULT_MAX_BODY_BYTES) -> None:
-        self.app = app
-        self.max_bytes = max_bytes
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        declared = _content_length(scope)
-        if declared is None:
-            await _reject(send, status.HTTP_400_BAD_REQUEST, "invalid Content-Length header")
-            return
-        if declared > self.max_bytes:
-            await _reject(send, 413, self._too_large())
-            return
-        body = await self._read_body(receive)
-        if body is None:
-            await _reject(send, 413, self._too_large())
-            return
-        await self.app(scope, _replay(body, receive), send)
-
-    def _too_large(self) -> str:
-        return f"request body larger than {self.max_bytes} bytes"
-
-    async def _read_body(self, receive: Receive) -> bytes | None:
-        """The whole body, or None as soon as it exceeds the limit."""
-        chunks: list[bytes] = []
-        size = 0
-        while True:
-            message = await receive()
-            if message["type"] != "http.request":  # client went away; let the app see it
-                return b"".join(chunks)
-            chunk = message.get("body", b"")
-            size += len(chunk)
-            if size > self.max_bytes:
-                return None
-            chunks.append(chunk)
-            if not message.get("more_body", False):
-                return b"".join(chunks)
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+    body_timeout_s: float = 10.0
+    header_timeout_s: float = 10.0
+    keep_alive_s: float = 5.0
+    max_connections: int = 512
+    max_concurrency: int = 256
 
 
-def _content_length(scope: Scope) -> int | None:
-    """The declared body length, 0 if absent, None if malformed."""
-    for name, value in scope["headers"]:
-        if name == b"content-length":
-            text = value.decode("latin-1").strip()
-            return int(text) if text.isdigit() else None
-    return 0
-
-
-def _replay(body: bytes, receive: Receive) -> Receive:
-    """A receive callable that yields the buffered body once, then defers to ``receive``."""
-    sent = False
-
-    async def replay() -> Message:
-        nonlocal sent
-        if sent:
-            return await receive()
-        sent = True
-        return {"type": "http.request", "body": body, "more_body": False}
-
-    return replay
-
-
-async def _reject(send: Send, code: int, detail: str) -> None:
-    payload = json.dumps({"detail": detail}).encode()
-    headers = [
-        (b"content-type", b"application/json"),
-        (b"content-length", str(len(payload)).encode()),
-        (b"connection", b"close"),
-    ]
-    await send({"type": "http.response.start", "status": code, "headers": headers})
-    await send({"type": "http.response.body", "body": payload})
-
-
-Backend = Annotated[JobBackend, Depends(get_backend)]
-router = APIRouter()
-
-
-@router.get("/health", tags=["meta"])
-def health() -> dict[str, str]:
-    """Liveness probe (authenticated like everything else)."""
-    return {"status": "ok"}
-
-
-@router.get("/cluster", tags=["cluster"])
-def cluster(backend: Backend) -> dict[str, Any]:
-    """The cluster: devices with type, memory, speed and roles; links; sites."""
-    return backend.cluster_summary()
-
-
-@router.get("/devices/metrics", tags=["cluster"])
-def device_metrics(backend: Backend) -> dict[str, dict[str, float]]:
-    """Each device's latest metrics, with their age in seconds."""
-    return backend.device_metrics()
-
-
-@router.get("/jobs", tags=["jobs"])
-def list_jobs(backend: Backend) -> list[JobStatus]:
-    """Every job, oldest first."""
-    return backend.list_jobs()
-
-
-@router.post("/jobs", status_code=status.HTTP_201_CREATED, tags=["jobs"])
-def start_job(spec: TrainJobSpec, backend: Backend) -> JobStatus:
-    """Start a training job; 422 if the spec is invalid or names unknown devices."""
-    job_id = backend.start_job(spec)
-    return _status_or_404(backend, job_id)
-
-
-@router.get("/jobs/{job_id}", tags=["jobs"])
-def job_status(job_id: JobId, backend: Backend) -> JobStatus:
-    """One job's status; 404 if there is no such job."""
-    return _status_or_404(backend, job_id)
-
-
-@router.post("/jobs/{job_id}/stop", tags=["jobs"])
-def stop_job(job_id: JobId, backend: Backend) -> JobStatus:
-    """Stop a job (a no-op for a finished one) and return its status; 404 if unknown."""
-    if not backend.stop_job(job_id):
-        raise HTTPException(status.HTTP_404_NOT_FOUND, detail=f"no job {job_id!r}")
-    return _status_or_404(backend, job_id)
-
-
-def _status_or_404(backend: JobBackend, job_id: str) -> JobStatus:
-    found = backend.job_status(job_id)
-    if found is None:
-        raise HTTPException(status.HTTP_404_NOT_FOUND, detail=f"no job {job_id!r}")
-    return found
-
-
-async def _edgewise_error(request: Request, exc: Exception) -> JSONResponse:
-    """A user-caused error (EdgewiseError) is the client's fault: 422 with its message."""
-    return JSONResponse({"detail": str(exc)}, status_code=422)
-
-
-def _add_openapi_routes(app: FastAPI) -> None:
-    """Serve the OpenAPI document and Swagger UI behind the same auth as the API."""
+def _add_meta_routes(app: FastAPI, telemetry: Telemetry) -> None:
+    """OpenAPI and Swagger UI (behind the token), and ``/metrics`` (token or scrape token)."""
 
     @app.get("/openapi.json", include_in_schema=False)
     def openapi() -> JSONResponse:
@@ -192,41 +62,75 @@ def _add_openapi_routes(app: FastAPI) -> None:
     def docs() -> HTMLResponse:
         return get_swagger_ui_html(openapi_url="/openapi.json", title=f"{app.title} docs")
 
+    def metrics(request: Request) -> Response:
+        return Response(telemetry.render(), media_type=CONTENT_TYPE)
+
+    app.add_route(METRICS_PATH, metrics, methods=["GET"], include_in_schema=False)
+
+
+def _query_names(dependant: Dependant) -> set[str]:
+    """The query parameters a route and its dependencies take."""
+    names = {p.alias for p in dependant.query_params}
+    for sub in dependant.dependencies:
+        names |= _query_names(sub)
+    return names
+
+
+def known_query_only(request: Request) -> None:
+    """A 422 for a query parameter the route does not take: a typo (``?limt=5``) is not
+    silently ignored, and the OpenAPI document's parameter lists are the whole contract."""
+    dependant = getattr(request.scope.get("route"), "dependant", None)
+    if dependant is None:
+        return
+    known = _query_names(dependant)
+    extra = [k for k in dict.fromkeys(request.query_params) if k not in known]
+    if extra:
+        raise RequestValidationError([{"loc": ("query", k), "msg": "unknown query parameter",
+                                       "type": "extra_forbidden"} for k in extra])
+
 
 def create_app(
-    backend: JobBackend,
+    manager: JobManager,
     token: str,
     *,
-    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
-    routers: Sequence[APIRouter] = (),
+    scrape_token: str | None = None,
+    limiter: Limiter = run_inline,
+    limits: Limits = Limits(),
     problems: Sequence[ProblemApi] | None = None,
-    context: ApiContext | None = None,
+    routers: Sequence[APIRouter] = (),
+    models_dir: Path | None = None,
 ) -> FastAPI:
-    """The API app; every route, OpenAPI and docs included, requires the bearer ``token``.
+    """The manager's app. Every route needs the bearer ``token`` except the dashboard's
+    files (``/``, ``/ui/...``) and ``/metrics``, which also takes ``scrape_token``. The
+    routers of ``problems`` (default: every problem installed) are built with an
+    ApiContext holding ``limiter`` and the manager's live jobs, and mounted under
+    ``/api/v1`` with the extra ``routers``."""
+    from edgewise.service.problems import discover_problems
 
-    Given a ``context``, the routers of ``problems`` (default: every problem installed,
-    found by :func:`discover_problems`) are built with it and mounted under ``/api/v1``,
-    as are the extra ``routers``, with the same auth; their routes reach the backend
-    through the ``get_backend`` dependency.
-    """
-    if max_body_bytes < 0:
+    if limits.max_body_bytes < 0:
         raise ConfigError("must be >= 0", field="max_body_bytes")
-    app = FastAPI(
-        title="edgewise manager API",
-        version="1",
-        docs_url=None,
-        redoc_url=None,
-        openapi_url=None,
-        dependencies=[Depends(bearer_dependency(token))],
-    )
-    app.state.backend = backend
-    app.add_exception_handler(EdgewiseError, _edgewise_error)
-    app.add_middleware(BodySizeLimit, max_bytes=max_body_bytes)
-    built = [] if context is None else [
-        p.router(context) for p in (discover_problems() if problems is None else problems)]
-    for extra in (router, *built, *routers):
-        app.include_router(extra, prefix=API_PREFIX)
-    _add_openapi_routes(app)
+    app = FastAPI(title="edgewise manager API", version="1", docs_url=None, redoc_url=None,
+                  openapi_url=None, responses=ERROR_RESPONSES)
+    app.state.backend = manager
+    add_error_handlers(app)
+    context = ApiContext(state_dir=manager.state_dir,
+                         models_dir=models_dir or manager.state_dir / "models",
+                         limited=limiter, live=manager.live, cluster=manager.cluster)
+    offered = discover_problems() if problems is None else problems
+    # the bearer dependency declares the scheme in the OpenAPI document
+    auth = [Depends(bearer_dependency(token)), Depends(known_query_only)]
+    included = [core_router(list(manager.kinds.values())),
+                *(p.router(context) for p in offered), *routers]
+    for extra in included:
+        app.include_router(extra, prefix=API_PREFIX, dependencies=auth)
+    _add_meta_routes(app, Telemetry(manager))
+    add_dashboard(app)
+    index_routes(app, [(API_PREFIX, r) for r in included])
+    app.add_middleware(BodyGuard, max_bytes=limits.max_body_bytes,
+                       timeout_s=limits.body_timeout_s)
+    app.add_middleware(TokenGate, token=token, scrape_token=scrape_token,
+                       public=PUBLIC_PATHS, public_prefixes=(PUBLIC_PREFIX,),
+                       scrape_paths=(METRICS_PATH,))
     return app
 
 
@@ -250,54 +154,25 @@ def check_bind(host: str, port: int, allow_remote: bool) -> None:
         raise ConfigError(f"{port} is not a TCP port", field="port")
 
 
-def make_server(
-    backend: JobBackend,
-    *,
-    host: str = "127.0.0.1",
-    port: int = 8765,
-    token_path: Path | None = None,
-    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
-    allow_remote: bool = False,
-    routers: Sequence[APIRouter] = (),
-    context: ApiContext | None = None,
-) -> uvicorn.Server:
-    """A configured uvicorn server for the API (plus ``routers``, as in :func:`create_app`);
-    ConfigError for a host it must not bind."""
+def make_server(app: FastAPI, *, host: str = "127.0.0.1", port: int = 8765,
+                allow_remote: bool = False, limits: Limits = Limits(),
+                log_level: str = "info") -> uvicorn.Server:
+    """A uvicorn server for ``app`` with header and body deadlines, a connection cap, a
+    concurrency limit (503 beyond it) and rate-limited logs; ConfigError for a host it
+    must not bind."""
     check_bind(host, port, allow_remote)
-    token = load_or_create_token(token_path)
-    app = create_app(backend, token, max_body_bytes=max_body_bytes, routers=routers,
-                     context=context)
     config = uvicorn.Config(
-        app, host=host, port=port, server_header=False, proxy_headers=False, log_level="info"
+        app, host=host, port=port, server_header=False, proxy_headers=False,
+        log_level=log_level, timeout_keep_alive=int(max(1, limits.keep_alive_s)),
+        limit_concurrency=limits.max_concurrency, backlog=256,
+        http=guarded_protocol(limits.header_timeout_s, limits.max_connections),  # type: ignore[arg-type]
     )
+    for name in ("uvicorn.error", "uvicorn.access"):
+        logging.getLogger(name).addFilter(RateLimitFilter())
     return uvicorn.Server(config)
 
 
-def serve(
-    backend: JobBackend,
-    *,
-    host: str = "127.0.0.1",
-    port: int = 8765,
-    token_path: Path | None = None,
-    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
-    allow_remote: bool = False,
-    routers: Sequence[APIRouter] = (),
-    context: ApiContext | None = None,
-) -> None:
-    """Run the API until interrupted; prints where the token is kept, never the token."""
-    server = make_server(
-        backend,
-        host=host,
-        port=port,
-        token_path=token_path,
-        max_body_bytes=max_body_bytes,
-        allow_remote=allow_remote,
-        routers=routers,
-        context=context,
-    )
-    print(
-        f"edgewise: API on http://{host}:{port}{API_PREFIX} "
-        f"(bearer token from {token_source(token_path)})",
-        file=sys.stderr,
-    )
-    server.run()
+def announce(host: str, port: int, token_source: str) -> None:
+    """Say where the manager listens and where its token comes from (never the token)."""
+    print(f"edgewise: manager on http://{host}:{port}/ (API {API_PREFIX}, bearer token from "
+          f"{token_source})", file=sys.stderr)

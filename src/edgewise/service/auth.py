@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import secrets
 import stat
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Annotated
 
@@ -15,10 +15,12 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from edgewise.errors import ConfigError
 
 __all__ = [
+    "SCRAPE_TOKEN_ENV",
     "TOKEN_ENV",
     "TOKEN_FILE_ENV",
     "bearer_dependency",
     "load_or_create_token",
+    "load_scrape_token",
     "token_path",
     "token_source",
 ]
@@ -108,7 +110,7 @@ def _create(file: Path) -> str:
     return token
 
 
-def bearer_dependency(token: str) -> Callable[..., None]:
+def bearer_dependency(token: str) -> Callable[..., Awaitable[None]]:
     """A FastAPI dependency that admits only requests with ``Authorization: Bearer <token>``.
 
     The comparison is constant-time; every failure is the same 401 with
@@ -116,7 +118,7 @@ def bearer_dependency(token: str) -> Callable[..., None]:
     """
     expected = _checked(token, "token").encode()
 
-    def require_token(credentials: _Credentials) -> None:
+    async def require_token(credentials: _Credentials) -> None:
         given = credentials.credentials.encode("utf-8", "replace") if credentials else b""
         if not secrets.compare_digest(given, expected):
             raise HTTPException(
@@ -126,3 +128,13 @@ def bearer_dependency(token: str) -> Callable[..., None]:
             )
 
     return require_token
+
+
+SCRAPE_TOKEN_ENV = "EDGEWISE_SCRAPE_TOKEN"
+
+
+def load_scrape_token() -> str | None:
+    """The token Prometheus may use for ``/metrics`` only (``$EDGEWISE_SCRAPE_TOKEN``), or
+    None: then ``/metrics`` takes the API token."""
+    found = os.environ.get(SCRAPE_TOKEN_ENV)
+    return None if found is None else _checked(found, SCRAPE_TOKEN_ENV)

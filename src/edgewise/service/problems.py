@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from importlib.metadata import entry_points
 
 from edgewise.errors import ConfigError
-from edgewise.runtime.jobs import ProblemApi
+from edgewise.runtime.jobs import JobKind, ProblemApi
 
-__all__ = ["ENTRY_POINT_GROUP", "discover_problems"]
+__all__ = ["ENTRY_POINT_GROUP", "discover_problems", "job_kinds"]
 
 ENTRY_POINT_GROUP = "edgewise.problems"
 
@@ -25,3 +26,15 @@ def discover_problems() -> list[ProblemApi]:
             raise ConfigError(f"two problems named {api.name!r}", field=ENTRY_POINT_GROUP)
         found[api.name] = api
     return list(found.values())
+
+
+def job_kinds(problems: Iterable[ProblemApi]) -> dict[str, JobKind]:
+    """The kinds of job the problems offer, by name; ConfigError if two share a name."""
+    kinds: dict[str, JobKind] = {}
+    for problem in problems:
+        for kind in problem.kinds:
+            if kind.name in kinds:
+                raise ConfigError(f"two kinds of job named {kind.name!r}",
+                                  field=ENTRY_POINT_GROUP)
+            kinds[kind.name] = kind
+    return kinds

@@ -1,162 +1,41 @@
-"""The manager's Okita endpoints: simulate a policy on a scenario, or return its schedule."""
+"""The manager's Okita endpoints (simulate a policy on a scenario, or return its schedule)
+and its ``sites`` job: a scenario's jobs scheduled slot by slot and trained on the
+cluster's sites, with migrations and data moves as events."""
 
 from __future__ import annotations
 
 import time
-from typing import Annotated, Any, Literal
+from typing import Any
 
 from fastapi import APIRouter
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
+from edgewise.cluster.model import Cluster
 from edgewise.errors import ConfigError
-from edgewise.runtime.jobs import ProblemApi
+from edgewise.runtime.jobs import (
+    JobContext,
+    JobKind,
+    Limiter,
+    Planned,
+    ProblemApi,
+    run_inline,
+)
+from edgewise.sites.api_schemas import (
+    OFFLINE_OPT_MAX_SIZE,
+    PlanEntry,
+    PlanResponse,
+    ScenarioBody,
+    SimulateResponse,
+    SitesJobSpec,
+    SitesRequest,
+)
 from edgewise.sites.problem import SitesProblem
+from edgewise.sites.run import SiteRunConfig, SlotRecord, execute
 from edgewise.sites.scenario import default_scenario, scenario_from_dict
-from edgewise.sites.sim import simulate
+from edgewise.sites.sim import plan_schedule, simulate
+from edgewise.sites.sitemap import site_devices
 
-__all__ = [
-    "API", "MAX_SITES",
-    "GeneratorSpec",
-    "PlanEntry",
-    "PlanResponse",
-    "ScenarioBody",
-    "SimulateResponse",
-    "SitesRequest",
-    "build_sites_router",
-    "plan_request",
-    "simulate_request",
-    "sites_router",
-]
-
-MAX_SITES = 64
-MAX_JOBS = 256
-MAX_HORIZON = 500
-MAX_CHUNKS = 10_000
-OFFLINE_OPT_MAX_SIZE = 4 * 4 * 12
-"""offline-opt solves a MILP: at most sites x jobs x horizon = 4 x 4 x 12 over HTTP."""
-
-_STRICT = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
-Name = Annotated[str, StringConstraints(min_length=1, max_length=64)]
-Amount = Annotated[float, Field(ge=0, le=1e6)]
-Positive = Annotated[float, Field(gt=0, le=1e6)]
-Chunks = Annotated[int, Field(ge=0, le=MAX_CHUNKS)]
-PolicyName = Literal["okita", "fifo", "drf", "oasis", "offline-opt"]
-
-
-class SiteBody(BaseModel):
-    """Site r: capacities C_r^k (GPUs, vCPUs, GB RAM, GB disk)."""
-
-    model_config = _STRICT
-    name: Name
-    gpu: Amount
-    cpu: Amount
-    mem_gb: Amount
-    disk_gb: Amount
-
-
-class DemandBody(BaseModel):
-    """A worker's m_i^k or a parameter server's n_i^k."""
-
-    model_config = _STRICT
-    gpu: Amount = 0.0
-    cpu: Amount
-    mem_gb: Amount
-    disk_gb: Amount
-
-
-class LatencyBody(BaseModel):
-    """f_i: exponential τ e^{rate t} (default), linear τ t + b, piecewise τ / τ2 at c."""
-
-    model_config = _STRICT
-    kind: Literal["exponential", "linear", "piecewise"] = "exponential"
-    tau: Amount = 50.0
-    rate: Annotated[float, Field(ge=0, le=5)] = 0.25
-    b: Amount = 0.0
-    tau2: Amount = 0.0
-    c: Annotated[float, Field(ge=0, le=MAX_HORIZON)] = 0.0
-
-
-class JobBody(BaseModel):
-    """Job i: arrival a_i, chunks D_i^r per site, E_i, ρ_i, δ_i, π_i, demands, f_i."""
-
-    model_config = _STRICT
-    name: Name
-    arrival: Annotated[int, Field(ge=0, lt=MAX_HORIZON)]
-    data: list[Chunks] = Field(min_length=1, max_length=MAX_SITES)
-    epochs: Annotated[int, Field(ge=1, le=1000)]
-    rho: Positive
-    chunk_mb: Positive
-    param_mb: Amount
-    worker: DemandBody
-    ps: DemandBody
-    latency: LatencyBody = Field(default_factory=LatencyBody)
-
-
-class ScenarioBody(BaseModel):
-    """A scenario as in a YAML file (see docs/okita.md), bounded for HTTP."""
-
-    model_config = _STRICT
-    horizon: Annotated[int, Field(ge=1, le=MAX_HORIZON)]
-    sites: list[SiteBody] = Field(min_length=1, max_length=MAX_SITES)
-    bandwidth_cost: list[list[Amount]] = Field(min_length=1, max_length=MAX_SITES)
-    jobs: list[JobBody] = Field(min_length=1, max_length=MAX_JOBS)
-    alpha: list[Amount] = Field(default=[1.0, 1.0], min_length=2, max_length=2)
-    beta: list[Amount] = Field(default=[1.0, 1.0, 1.0], min_length=3, max_length=3)
-
-
-class GeneratorSpec(BaseModel):
-    """The §V-B generator's knobs (smaller bounds than the CLI's)."""
-
-    model_config = _STRICT
-    seed: Annotated[int, Field(ge=0, le=2**32 - 1)] = 0
-    n_sites: Annotated[int, Field(ge=1, le=MAX_SITES)] = 50
-    n_jobs: Annotated[int, Field(ge=1, le=MAX_JOBS)] = 100
-    horizon: Annotated[int, Field(ge=1, le=MAX_HORIZON)] = 150
-    latency: Literal["exponential", "linear", "piecewise"] = "exponential"
-
-
-class SitesRequest(BaseModel):
-    """A scenario (or the generator's settings) and the policy to schedule it with."""
-
-    model_config = _STRICT
-    scenario: ScenarioBody | None = None
-    generator: GeneratorSpec | None = None
-    policy: PolicyName = "okita"
-    seed: Annotated[int, Field(ge=0, le=2**32 - 1)] = 0
-
-    @model_validator(mode="after")
-    def _one_source(self) -> SitesRequest:
-        if (self.scenario is None) == (self.generator is None):
-            raise ValueError("give exactly one of scenario and generator")
-        return self
-
-
-class SimulateResponse(BaseModel):
-    policy: str
-    total_cost: float
-    latency_cost: float
-    data_transfer_cost: float
-    parameter_exchange_cost: float
-    makespan: int
-    completion: dict[str, int | None]
-    unfinished: list[str]
-    slots_run: int
-    policy_seconds: float
-
-
-class PlanEntry(BaseModel):
-    slot: int
-    job: str
-    workers: dict[str, int]
-    ps_site: str
-    transfers: list[dict[str, Any]]
-
-
-class PlanResponse(BaseModel):
-    policy: str
-    entries: list[PlanEntry]
-    completion: dict[str, int | None]
-    solver_seconds: float
+__all__ = ["API", "SITES_KIND", "build_sites_router", "cluster_scenario", "plan_request",
+           "simulate_request"]
 
 
 def _problem(request: SitesRequest) -> SitesProblem:
@@ -203,28 +82,120 @@ def plan_request(request: SitesRequest) -> PlanResponse:
                         solver_seconds=time.perf_counter() - started)
 
 
-def build_sites_router() -> APIRouter:
-    """A fresh Okita router; :data:`sites_router` is one (mount it with
-    ``create_app(..., routers=[sites_router])``)."""
+def build_sites_router(limited: Limiter = run_inline) -> APIRouter:
+    """The Okita router: ``/sites/simulate`` and ``/sites/plan`` (run through ``limited``)."""
     router = APIRouter(prefix="/sites", tags=["okita"])
 
     @router.post("/simulate")
     def simulate_route(request: SitesRequest) -> SimulateResponse:
         """Total cost (latency + bandwidth), makespan and completions of a policy; 422 for
-        an invalid scenario."""
-        return simulate_request(request)
+        an invalid scenario, 413 past the planning limits."""
+        return limited(simulate_request, request)
 
     @router.post("/plan")
     def plan_route(request: SitesRequest) -> PlanResponse:
         """A policy's per-slot schedule: workers and PS per site, chunks trained where."""
-        return plan_request(request)
+        return limited(plan_request, request)
 
     return router
 
 
-sites_router = build_sites_router()
-"""The Okita endpoints, ``/sites/simulate`` and ``/sites/plan``, for ``create_app``."""
+# the sites job
+def cluster_scenario(cluster: Cluster) -> ScenarioBody:
+    """A small scenario on the cluster's sites: each site offers one actor per compute
+    device (its first device stores data), and one job per site starts with 6 data chunks
+    there, 2 epochs, its workers and parameter server taking one device each."""
+    if not cluster.sites:
+        raise ConfigError("the cluster has no sites; give a scenario", field="scenario")
+    sites, jobs = [], []
+    n = len(cluster.sites)
+    for r, site in enumerate(cluster.sites):
+        compute = max(1, len(site.devices) - 1)
+        sites.append({"name": site.name, "gpu": 0.0, "cpu": float(compute),
+                      "mem_gb": float(compute), "disk_gb": float(compute)})
+        data = [6 if k == r else 0 for k in range(n)]
+        jobs.append({"name": f"digits-{site.name}", "arrival": 0, "data": data, "epochs": 2,
+                     "rho": 6.0, "chunk_mb": 1.0, "param_mb": 0.2,
+                     "worker": {"cpu": 1.0, "mem_gb": 1.0, "disk_gb": 1.0},
+                     "ps": {"cpu": 1.0, "mem_gb": 1.0, "disk_gb": 1.0}})
+    cost = [[0.0 if a == b else 0.03 for b in range(n)] for a in range(n)]
+    return ScenarioBody.model_validate({"horizon": 6, "sites": sites, "bandwidth_cost": cost,
+                                        "jobs": jobs})
 
 
-API = ProblemApi("sites", lambda ctx: build_sites_router())
+def _scenario(spec: SitesJobSpec, cluster: Cluster) -> SitesProblem:
+    body = spec.scenario or cluster_scenario(cluster)
+    return scenario_from_dict(body.model_dump(mode="python"), "scenario")
+
+
+def _check(spec: SitesJobSpec, cluster: Cluster) -> None:
+    problem = _scenario(spec, cluster)
+    missing = sorted({s.name for s in problem.sites} - {s.name for s in cluster.sites})
+    if missing:
+        raise ConfigError(f"the cluster has no sites named {', '.join(missing)}",
+                          field="scenario.sites")
+
+
+def _plan(spec: SitesJobSpec, ctx: JobContext) -> Planned:
+    problem = _scenario(spec, ctx.cluster)
+    plan = plan_schedule(problem, spec.policy, seed=spec.seed)
+    site_devices(ctx.cluster, problem, plan)  # ConfigError if a site lacks devices
+    names = [s.name for s in problem.sites]
+    rows = [[e.slot, e.job, names[e.ps_site],
+             ", ".join(f"{names[r]}: {y}" for r, y in enumerate(e.workers) if y),
+             e.chunks] for e in plan.entries]
+    view = {"policy": spec.policy, "slots": plan.n_slots,
+            "completion": dict(plan.completion),
+            "tables": [{"title": "per-slot schedule: parameter server, workers per site, "
+                                 "chunks trained",
+                        "columns": ["slot", "job", "PS site", "workers", "chunks"],
+                        "rows": rows}]}
+    return Planned(view, (problem, plan))
+
+
+def _events(ctx: JobContext, total: int) -> Any:
+    trained = [0]
+
+    def on_event(kind: str, data: dict[str, Any]) -> None:
+        if kind == "epoch":
+            ctx.metric(f"{data['job']}.val_accuracy", data["val_accuracy"],
+                       step=data["epoch"] + 1)
+        elif kind == "job_slot":
+            r: SlotRecord = data["record"]
+            trained[0] += r.chunks
+            if r.migrated:
+                ctx.event("migration", f"{r.job} moved in slot {r.slot}: PS on {r.ps_site}, "
+                          f"workers {r.workers}", job=r.job, slot=r.slot, ps_moved=r.ps_moved)
+            ctx.progress(min(0.99, trained[0] / total) if total else 0.0, slot=r.slot + 1,
+                         val_accuracy=r.val_accuracy)
+        elif kind == "transfer":
+            m = data["move"]
+            ctx.event("transfer", f"{m.chunks} chunks of {m.job} from {m.src} to {m.dst}",
+                      job=m.job, chunks=m.chunks, bytes=m.wire_bytes)
+        ctx.check_stop()
+
+    return on_event
+
+
+def _execute(spec: SitesJobSpec, planned: Planned, ctx: JobContext) -> dict[str, Any]:
+    problem, plan = planned.payload
+    config = SiteRunConfig(seed=spec.seed, epochs_per_slot=spec.epochs_per_slot)
+    total = sum(e.chunks for e in plan.entries)
+    run = execute(ctx.runtime, problem, plan, config=config, events=_events(ctx, total))
+    accuracy = sum(run.final_accuracy.values()) / max(1, len(run.final_accuracy))
+    return {"val_accuracy": accuracy, "migrations": run.migrations,
+            "chunks_moved": run.chunks_moved, "seconds": run.seconds}
+
+
+def _example(cluster: Cluster) -> dict[str, Any]:
+    return SitesJobSpec(epochs_per_slot=1).model_dump(mode="json")
+
+
+SITES_KIND = JobKind(
+    name="sites", spec=SitesJobSpec, example=_example, plan=_plan, execute=_execute,
+    check=_check,
+    description="Okita multi-site training: jobs scheduled slot by slot on the cluster's "
+                "sites (workers, parameter server, data moves), trained for real")
+
+API = ProblemApi("sites", lambda ctx: build_sites_router(ctx.limited), kinds=(SITES_KIND,))
 """Okita's offer to the manager (entry point ``edgewise.problems``)."""

@@ -19,14 +19,17 @@ from edgewise.perf.calibrated import calibrated
 from edgewise.perf.models import load as load_learned
 from edgewise.perf.schema import PerfModel
 from edgewise.runtime.jobs import (
-    FINAL_STATES,
+    ACTIVE_STATES,
     JOB_ID_PATTERN,
+    ApiContext,
     JobBackend,
-    JobStatus,
+    JobView,
+    Limiter,
     ProblemApi,
-    TrainJobSpec,
     get_backend,
+    run_inline,
 )
+from edgewise.update.api_jobs import UPDATE_KIND
 from edgewise.update.api_schemas import (
     NAME_PATTERN,
     LaunchRequest,
@@ -35,6 +38,7 @@ from edgewise.update.api_schemas import (
     ProfileStatus,
     SolveRequest,
     SolveResponse,
+    TrainJobSpec,
 )
 from edgewise.update.policies import get_policy
 from edgewise.update.problem import AppLimit, UpdateProblem, WorkerState
@@ -42,7 +46,6 @@ from edgewise.update.problem import AppLimit, UpdateProblem, WorkerState
 __all__ = ["API", "ProfileRegistry", "load_models", "monitor_view", "solve", "update_router"]
 
 CALIBRATED = "calibrated"
-DEFAULT_STRIKE_LIMIT = 3  # Deep-Edge §IV-C3: three strikes and a worker is out
 MAX_KEPT_PROFILES = 32
 
 _log = logging.getLogger(__name__)
@@ -140,24 +143,21 @@ def _job_spec(request: LaunchRequest) -> TrainJobSpec:
 
 
 def monitor_view(backend: JobBackend) -> MonitorView:
-    """The Resource Monitor's view; strikes come from the backend's ``ledger`` if it has one
-    (read with getattr: the JobBackend protocol does not promise one)."""
-    ledger = getattr(backend, "ledger", None)
-    counts: dict[str, int] = dict(getattr(ledger, "counts", None) or {})
-    limit = int(getattr(ledger, "limit", DEFAULT_STRIKE_LIMIT))
+    """The Resource Monitor's view: the strike ledger, live metrics, unfinished updates."""
+    counts, limit = backend.strikes()
     return MonitorView(
         strikes=counts,
         struck_out=sorted(d for d, n in counts.items() if n >= limit),
         strike_limit=limit,
         metrics=backend.device_metrics(),
-        active_jobs=[j.job_id for j in backend.list_jobs() if j.state not in FINAL_STATES],
+        active_jobs=[j.id for j in backend.jobs("update") if j.state in ACTIVE_STATES],
     )
 
 
-def _status_or_404(backend: JobBackend, job_id: str) -> JobStatus:
-    found = backend.job_status(job_id)
-    if found is None:
-        raise HTTPException(status.HTTP_404_NOT_FOUND, detail=f"no job {job_id!r}")
+def _job_or_404(backend: JobBackend, job_id: str) -> JobView:
+    found = backend.job(job_id)
+    if found is None or found.kind != "update":
+        raise HTTPException(status.HTTP_404_NOT_FOUND, detail=f"no update task {job_id!r}")
     return found
 
 
@@ -230,23 +230,24 @@ class ProfileRegistry:
             self._update(profile_id, state="succeeded", rows=len(result.samples))
 
 
-def _add_solver(router: APIRouter, models_dir: Path) -> None:
+def _add_solver(router: APIRouter, models_dir: Path, limited: Limiter) -> None:
     @router.post("/solve")
     def solve_route(request: SolveRequest) -> SolveResponse:
-        """The Solver: workers, shards and batch sizes for a model update; 422 if infeasible."""
-        return solve(request, models_dir)
+        """The Solver: workers, shards and batch sizes for a model update; 422 if infeasible,
+        413 past the planning limits."""
+        return limited(solve, request, models_dir)
 
 
 def _add_launcher_and_monitor(router: APIRouter) -> None:
     @router.post("/launch", status_code=status.HTTP_201_CREATED)
-    def launch(request: LaunchRequest, backend: Backend) -> JobStatus:
-        """The Launcher: start the model update a plan describes; 201 with the job's status."""
-        return _status_or_404(backend, backend.start_job(_job_spec(request)))
+    def launch(request: LaunchRequest, backend: Backend) -> JobView:
+        """The Launcher: queue the model update a plan describes (an ``update`` job)."""
+        return backend.submit("update", _job_spec(request).model_dump(mode="json"))
 
     @router.get("/tasks/{job_id}")
-    def task(job_id: JobId, backend: Backend) -> JobStatus:
-        """The Launcher's task info: a job's status; 404 if unknown."""
-        return _status_or_404(backend, job_id)
+    def task(job_id: JobId, backend: Backend) -> JobView:
+        """The Launcher's task info: an update job; 404 if unknown."""
+        return _job_or_404(backend, job_id)
 
     @router.get("/monitor")
     def monitor(backend: Backend) -> MonitorView:
@@ -272,18 +273,19 @@ def _add_profiler(router: APIRouter, registry: ProfileRegistry) -> None:
         return run
 
 
-def update_router(models_dir: Path, state_dir: Path) -> APIRouter:
-    """The Deep-Edge Manager's router (mount with ``create_app(..., routers=[...])``).
-
-    ``models_dir`` holds named learned-model directories for ``/update/solve``;
-    profiles go to ``state_dir/profiles``.
-    """
+def update_router(models_dir: Path, state_dir: Path, limited: Limiter = run_inline) -> APIRouter:
+    """The Deep-Edge Manager's router. ``models_dir`` holds named learned-model directories
+    for ``/update/solve`` (run through ``limited``); profiles go to ``state_dir/profiles``."""
     router = APIRouter(prefix="/update", tags=["deep-edge"])
-    _add_solver(router, models_dir)
+    _add_solver(router, models_dir, limited)
     _add_launcher_and_monitor(router)
     _add_profiler(router, ProfileRegistry(state_dir))
     return router
 
 
-API = ProblemApi("update", lambda ctx: update_router(ctx.models_dir, ctx.state_dir))
+def _router(context: ApiContext) -> APIRouter:
+    return update_router(context.models_dir, context.state_dir, context.limited)
+
+
+API = ProblemApi("update", _router, kinds=(UPDATE_KIND,))
 """Deep-Edge's offer to the manager (entry point ``edgewise.problems``)."""

@@ -6,7 +6,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
-from edgewise.runtime.jobs import BatchSize, DeviceName, ShardSize
+from edgewise.runtime.jobs import MAX_DEVICES, BatchSize, DeviceName, ShardSize
 
 __all__ = [
     "NAME_PATTERN",
@@ -18,6 +18,7 @@ __all__ = [
     "SolveRequest",
     "SolveResponse",
     "StateSpec",
+    "TrainJobSpec",
     "WorkerSpec",
 ]
 
@@ -29,6 +30,8 @@ MAX_APPS = 16
 """Background apps per worker in a solve request."""
 
 PolicyName = Literal["deep-edge", "deep-edge-literal", "fair", "exact"]
+EXACT_MAX_WORKERS = 6
+"""The exact oracle enumerates every subset and batch: 8 workers took 80 s and 2.8 GB."""
 PlainName = Annotated[str, StringConstraints(pattern=NAME_PATTERN)]
 ShortText = Annotated[str, StringConstraints(min_length=1, max_length=64)]
 Percent = Annotated[float, Field(ge=0, le=100)]
@@ -97,6 +100,8 @@ class SolveRequest(BaseModel):
 
     @model_validator(mode="after")
     def _unique_names(self) -> SolveRequest:
+        if self.policy == "exact" and len(self.workers) > EXACT_MAX_WORKERS:
+            raise ValueError(f"the exact policy is limited to {EXACT_MAX_WORKERS} workers")
         devices = [w.device for w in self.workers]
         if len(set(devices)) != len(devices):
             raise ValueError("worker devices must be unique")
@@ -124,9 +129,8 @@ class SolveResponse(BaseModel):
 class LaunchRequest(BaseModel):
     """What the Launcher starts: a plan's shards and batch sizes plus the DL arguments.
 
-    The workers are the devices with a shard. ``target_accuracy`` (the Accuracy Monitor's
-    stopping point) is accepted by the schema but refused by the endpoint until the job
-    backend supports it.
+    The workers are the devices with a shard; ``target_accuracy`` is the Accuracy
+    Monitor's stopping point.
     """
 
     model_config = _STRICT
@@ -179,3 +183,39 @@ class ProfileStatus(BaseModel):
     current: str = ""
     rows: int = 0
     errors: list[str] = Field(default_factory=list)
+
+
+class TrainJobSpec(BaseModel):
+    """A model update to run (``kind: update``): which model, how, on which workers, with
+    what data split. Without ``shards``, ``policy`` plans them (Deep-Edge's Solver on the
+    cluster's calibrated models, ``fair``, or ``equal`` shards).
+
+    Strict: unknown fields and type coercions ("5" for 5) are rejected. Device names are
+    checked against the cluster when the job is submitted.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
+
+    model: Literal["digits-cnn"] = Field(default="digits-cnn", description="model to train")
+    mode: Literal["async", "sync"] = Field(default="async", description="parameter updates")
+    epochs: int = Field(default=5, ge=1, le=100)
+    policy: Literal["deep-edge", "fair", "equal"] = Field(
+        default="equal", description="how shards and batches are planned without ``shards``")
+    workers: list[DeviceName] | None = Field(
+        default=None, min_length=1, max_length=MAX_DEVICES,
+        description="worker devices; default: every device with the worker role")
+    shards: dict[DeviceName, ShardSize] | None = Field(
+        default=None, max_length=MAX_DEVICES, description="training samples per device")
+    batch_sizes: dict[DeviceName, BatchSize] | None = Field(
+        default=None, max_length=MAX_DEVICES, description="mini-batch size per device")
+    learning_rate: float = Field(default=0.003, gt=0, le=10)
+    target_accuracy: float | None = Field(
+        default=None, gt=0, le=1, description="stop early once validation accuracy reaches it")
+    seed: int = Field(default=0, ge=0, le=2**63 - 1)
+
+    @model_validator(mode="after")
+    def _unique_workers(self) -> TrainJobSpec:
+        if self.workers is not None and len(set(self.workers)) != len(self.workers):
+            raise ValueError("worker names must be unique")
+        return self
+

@@ -73,7 +73,10 @@ def encode_activation(tensor: torch.Tensor | np.ndarray[Any, Any], meta: dict[st
 
 
 def _zfp_shape(shape: tuple[int, ...]) -> tuple[int, ...]:
-    """At most four dimensions (ZFP's limit): leading dimensions fold into the first."""
+    """At most four dimensions (ZFP's limit), none of size 1 (ZFP pads every dimension to
+    blocks of 4, so a batch of one would cost four times its size): leading dimensions fold
+    into the first."""
+    shape = tuple(n for n in shape if n != 1) or (1,)
     if len(shape) <= _ZFP_MAX_NDIM:
         return shape
     keep = shape[-(_ZFP_MAX_NDIM - 1):]

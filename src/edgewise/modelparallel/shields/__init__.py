@@ -8,7 +8,7 @@ and a valid one: no node's memory above its capacity (§IV-B).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from numpy.typing import NDArray
@@ -16,7 +16,7 @@ from numpy.typing import NDArray
 from edgewise.modelparallel.problem import EdgeNetwork, Job, TaskPlacement
 from edgewise.registry import Registry
 
-__all__ = ["SHIELDS", "Layer", "Shield", "ShieldResult"]
+__all__ = ["SHIELDS", "Layer", "Shield", "ShieldResult", "Tally"]
 
 Layer = tuple[int, int]  # (job index, partition index)
 
@@ -37,6 +37,36 @@ class ShieldResult:
     total_ops: int
     seconds: float = 0.0
     deferred: tuple[int, ...] = ()
+
+
+@dataclass(slots=True)
+class Tally:
+    """What a shield has done so far, cluster by cluster: the hosts (edited in place), the
+    changed layers, the deferred jobs, the critical-path and total ops, the slowest seconds."""
+
+    hosts: list[list[int]]
+    changed: list[Layer] = field(default_factory=list)
+    deferred: set[int] = field(default_factory=set)
+    longest_ops: int = 0
+    total_ops: int = 0
+    slowest_s: float = 0.0
+
+    @classmethod
+    def of(cls, proposed: Sequence[TaskPlacement]) -> Tally:
+        return cls([list(p.nodes) for p in proposed])
+
+    def add(self, changed: Sequence[Layer], longest_ops: int, total_ops: int,
+            seconds: float) -> None:
+        """One cluster's shields: they work beside the other clusters' (max), all count."""
+        self.changed += changed
+        self.longest_ops = max(self.longest_ops, longest_ops)
+        self.total_ops += total_ops
+        self.slowest_s = max(self.slowest_s, seconds)
+
+    def result(self) -> ShieldResult:
+        return ShieldResult(tuple(TaskPlacement(tuple(h)) for h in self.hosts),
+                            tuple(dict.fromkeys(self.changed)), self.longest_ops,
+                            self.total_ops, self.slowest_s, tuple(sorted(self.deferred)))
 
 
 Shield = Callable[[EdgeNetwork, Sequence[Job], Sequence[TaskPlacement], NDArray[np.float64],

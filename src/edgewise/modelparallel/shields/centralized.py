@@ -11,7 +11,7 @@ from numpy.typing import NDArray
 
 from edgewise.modelparallel.jct import load_of
 from edgewise.modelparallel.problem import ALPHA, EdgeNetwork, Job, TaskPlacement
-from edgewise.modelparallel.shields import SHIELDS, Layer, ShieldResult
+from edgewise.modelparallel.shields import SHIELDS, ShieldResult, Tally
 from edgewise.modelparallel.shields.algorithm1 import repair_memory, shield_pass
 
 __all__ = ["centralized_shield"]
@@ -24,24 +24,16 @@ def centralized_shield(network: EdgeNetwork, jobs: Sequence[Job],
     """Algorithm 1: one shield per cluster sees every agent's action and every node's load
     (``base_load``: the demand already on the nodes, e.g. background tasks), then repairs
     any memory violation left (`algorithm1.repair_memory`)."""
-    hosts = [list(p.nodes) for p in proposed]
+    tally = Tally.of(proposed)
     load = base_load + load_of(network, jobs, proposed)
-    changed: list[Layer] = []
-    deferred: set[int] = set()
-    longest = total = 0
-    slowest = 0.0
     for c in range(network.n_clusters):
         t0 = time.perf_counter()
         members = network.members(c)
         movable = {(j, i) for j, job in enumerate(jobs) if network.cluster(job.origin) == c
                    for i in range(len(job.partitions))}
-        moved, ops = shield_pass(network, jobs, hosts, load, members, movable, alpha)
-        fixed, more = repair_memory(network, jobs, hosts, load, members, movable, deferred,
-                                    alpha)
+        moved, ops = shield_pass(network, jobs, tally.hosts, load, members, movable, alpha)
+        fixed, more = repair_memory(network, jobs, tally.hosts, load, members, movable,
+                                    tally.deferred, alpha)
         ops += more + len(movable)  # lines 2–3: collect and virtually take every action
-        changed += moved + fixed
-        longest, total = max(longest, ops), total + ops
-        slowest = max(slowest, time.perf_counter() - t0)
-    return ShieldResult(tuple(TaskPlacement(tuple(h)) for h in hosts),
-                        tuple(dict.fromkeys(changed)), longest,
-                        total, slowest, tuple(sorted(deferred)))
+        tally.add(moved + fixed, ops, ops, time.perf_counter() - t0)
+    return tally.result()

@@ -10,7 +10,7 @@ from numpy.typing import NDArray
 
 from edgewise.modelparallel.jct import load_of
 from edgewise.modelparallel.problem import ALPHA, EdgeNetwork, Job, TaskPlacement
-from edgewise.modelparallel.shields import SHIELDS, Layer, ShieldResult
+from edgewise.modelparallel.shields import SHIELDS, Layer, ShieldResult, Tally
 from edgewise.modelparallel.shields.algorithm1 import repair_memory, shield_pass
 
 __all__ = ["decentralized_shield", "sub_clusters"]
@@ -44,12 +44,9 @@ def decentralized_shield(network: EdgeNetwork, jobs: Sequence[Job],
     merged joint action for memory violations, which would make it invalid (§IV-B), and
     repairs them (`algorithm1.repair_memory`), after the shields. ``ops``: the slowest of
     the shields and the delegate, plus the repair."""
-    hosts = [list(p.nodes) for p in proposed]
+    tally = Tally.of(proposed)
+    hosts, deferred = tally.hosts, tally.deferred
     full = base_load + load_of(network, jobs, proposed)
-    changed: list[Layer] = []
-    deferred: set[int] = set()
-    longest = total = 0
-    slowest = 0.0
     for c in range(network.n_clusters):
         subs = sub_clusters(network, c, n_sub)
         agents_of, work = _work(network, jobs, hosts, base_load, full, subs)
@@ -64,13 +61,9 @@ def decentralized_shield(network: EdgeNetwork, jobs: Sequence[Job],
                                       {(j, i) for j in ours
                                        for i in range(len(jobs[j].partitions))},
                                       deferred, alpha)
-        slowest = max(slowest, concurrent + time.perf_counter() - t0)
-        changed += [m for m, _ in moves] + fixed
-        longest = max(longest, max(shield_ops) + repair)
-        total += sum(shield_ops) + repair
-    return ShieldResult(tuple(TaskPlacement(tuple(h)) for h in hosts),
-                        tuple(dict.fromkeys(changed)), longest,
-                        total, slowest, tuple(sorted(deferred)))
+        tally.add([m for m, _ in moves] + fixed, max(shield_ops) + repair,
+                  sum(shield_ops) + repair, concurrent + time.perf_counter() - t0)
+    return tally.result()
 
 
 Work = tuple[NDArray[np.float64], list[int], set[Layer]]

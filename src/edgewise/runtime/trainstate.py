@@ -1,0 +1,239 @@
+"""What the parameter server and the workers exchange every batch, kept flat for speed.
+
+:class:`FlatState` moves a model's parameters, their gradients and its buffers into one flat
+tensor per dtype each (the parameters become views into them, as in DDP's gradient buckets).
+Both sides build the same network, so they agree on the order; a frame carries the flat
+tensors as they are (``p.float32`` weights or gradients, ``b.float32``/``b.int64`` buffers)
+and loading one is a single copy per dtype. Backward accumulates straight into the flat
+gradients. A parameter the batch did not reach travels as a zero gradient (as in DDP).
+
+Buffers (BatchNorm running statistics) travel too: a pull carries them, and a push carries
+how this batch changed them (the worker's buffers minus those it pulled), which the server
+adds to its own, as it applies gradients: every batch's update counts, a stale one moved
+from the statistics it started from (the mean of the pushes' changes in a synchronous step;
+step counters add the largest). Without this the server's copy of a BatchNorm network would
+never learn its statistics and would validate with wrong ones.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import lz4.block
+import numpy as np
+import torch
+from numpy.typing import NDArray
+from torch import nn
+
+from edgewise.nn.data import Dataset
+from edgewise.nn.workload import Workload, sample_shape, unpack
+from edgewise.wire.frames import Codec, Decoded, TransportError, decode, encode, to_torch
+
+__all__ = ["FlatState", "Frame", "Pushed", "codec_for", "frame_view", "mean_pushes", "read_frames"]
+
+#: A transport frame as it travels between the server and a worker.
+Frame = bytes | NDArray[np.uint8]
+
+
+def frame_view(frame: Frame) -> memoryview:
+    """The frame's bytes without a copy."""
+    return frame.data if isinstance(frame, np.ndarray) else memoryview(frame)
+
+
+_PROBE_WINDOW = 16 << 10  # four windows of this size, evenly spread, are compressed
+_PROBE_GAIN = 0.95  # LZ4 is used only if the probe shrinks below this fraction
+
+
+def codec_for(tensor: torch.Tensor, compression: Codec) -> Codec:
+    """``compression``, unless it is LZ4 and four spread 16 KiB windows of ``tensor`` (the
+    frame's largest) do not shrink by 5%: float weights and gradients are such noise, and
+    compressing 1.6 MB of them costs about 0.6 ms to save about 2% of the bytes."""
+    data = tensor.detach().reshape(-1).view(torch.uint8).numpy()
+    if compression != "lz4" or data.size < 16 * _PROBE_WINDOW:
+        return compression
+    starts = np.linspace(0, data.size - _PROBE_WINDOW, 4).astype(np.int64)
+    probe = np.concatenate([data[s : s + _PROBE_WINDOW] for s in starts])
+    packed = lz4.block.compress(probe, store_size=False)
+    return "lz4" if len(packed) < _PROBE_GAIN * probe.size else "none"
+
+
+def _key(prefix: str, dtype: torch.dtype) -> str:
+    return f"{prefix}.{str(dtype).removeprefix('torch.')}"
+
+
+def _flatten(prefix: str, tensors: Sequence[torch.Tensor]) -> dict[str, torch.Tensor]:
+    """One flat tensor per dtype holding ``tensors``, which become views into it."""
+    groups: dict[torch.dtype, list[torch.Tensor]] = {}
+    for t in tensors:
+        groups.setdefault(t.dtype, []).append(t)
+    flats: dict[str, torch.Tensor] = {}
+    for dtype, group in groups.items():
+        flat = torch.cat([t.detach().reshape(-1) for t in group])
+        offset = 0
+        for t in group:
+            t.data = flat[offset : offset + t.numel()].view_as(t)
+            offset += t.numel()
+        flats[_key(prefix, dtype)] = flat
+    return flats
+
+
+@dataclass(frozen=True, slots=True)
+class Pushed:
+    """One decoded push: the flat gradients (``p.*``) and buffer changes (``b.*``) it
+    carries, and the ids of the samples it trained."""
+
+    flats: dict[str, torch.Tensor]
+    ids: NDArray[np.int64]
+
+
+class FlatState:
+    """A model's parameters, gradients and buffers in flat tensors (see the module doc)."""
+
+    def __init__(self, model: nn.Module) -> None:
+        self.model = model
+        self.params = [(n, p) for n, p in model.named_parameters()]
+        self.buffers = [(n, b) for n, b in model.named_buffers()]
+        self.flats = _flatten("p", [p for _, p in self.params])
+        self.flats |= _flatten("b", [b for _, b in self.buffers])
+        self.grads: dict[str, torch.Tensor] = {}
+        for key, flat in list(self.flats.items()):
+            if key.startswith("p."):
+                self.grads[key] = torch.zeros_like(flat)
+        self._attach_grads()
+        self.pulled = {k: v.clone() for k, v in self.flats.items() if k.startswith("b.")}
+        self.nbytes = sum(t.numel() * t.element_size() for t in self.flats.values())
+
+    def _attach_grads(self) -> None:
+        """Point every parameter's ``.grad`` at its slice of the flat gradients."""
+        offsets: dict[str, int] = {}
+        for _, p in self.params:
+            key = _key("p", p.dtype)
+            start = offsets.get(key, 0)
+            offsets[key] = start + p.numel()
+            p.grad = self.grads[key][start : offsets[key]].view_as(p)
+        self._grad_ptrs = [p.grad.data_ptr() for _, p in self.params if p.grad is not None]
+
+    def optimizer_parameters(self) -> dict[str, nn.Parameter]:
+        """The flat parameters as Parameters (sharing storage, with the flat gradients), one
+        per dtype: an element-wise optimiser (Adam, SGD with momentum) stepping them updates
+        every parameter exactly as it would one by one, in a few large operations instead
+        of a few per parameter (0.7 ms instead of 6 ms for MobileNetV2 ×0.35's 314)."""
+        out = {}
+        for key, flat in self.flats.items():
+            if key.startswith("p.") and flat.is_floating_point():
+                out[key] = nn.Parameter(flat)
+                out[key].grad = self.grads[key]
+        return out
+
+    def zero_grad(self) -> None:
+        for flat in self.grads.values():
+            flat.zero_()
+
+    def check_grads(self) -> None:
+        """Make sure backward accumulated into the flat gradients (it does in place unless
+        something replaced a ``.grad``); re-attach and copy in any that moved."""
+        moved = [(p, p.grad) for (_, p), ptr in zip(self.params, self._grad_ptrs, strict=True)
+                 if p.grad is None or p.grad.data_ptr() != ptr]
+        if moved:
+            self._attach_grads()
+            with torch.no_grad():
+                for p, grad in moved:
+                    if grad is not None and p.grad is not None:
+                        p.grad.copy_(grad)
+
+    def _frame(self, tensors: Mapping[str, torch.Tensor], compression: Codec,
+               meta: Mapping[str, Any]) -> bytes:
+        sizes = {k: int(v.numel()) for k, v in tensors.items() if k != "ids"}
+        largest = max(tensors.values(), key=lambda t: t.numel() * t.element_size())
+        return encode(tensors, compression=codec_for(largest, compression),
+                      meta={**meta, "sizes": sizes})
+
+    def weights_frame(self, compression: Codec, meta: Mapping[str, Any]) -> bytes:
+        """Parameters and buffers (what a pull returns)."""
+        return self._frame(self.flats, compression, meta)
+
+    def gradients_frame(self, ids: NDArray[np.int64], compression: Codec) -> bytes:
+        """Gradients, the buffers' change since the last pull and the trained samples' ids
+        (what a push sends)."""
+        buffers = {k: self.flats[k] - pulled for k, pulled in self.pulled.items()}
+        return self._frame({**self.grads, **buffers, "ids": torch.from_numpy(ids)},
+                           compression, {})
+
+    def _check(self, decoded: Decoded, keys: Iterable[str]) -> None:
+        sizes = decoded.meta.get("sizes", {})
+        for key in keys:
+            array = decoded.arrays.get(key)
+            want = (self.grads.get(key) if key.startswith("p.") else self.flats[key])
+            if array is None or want is None or array.size != want.numel() or \
+                    sizes.get(key) != array.size:
+                raise TransportError(f"frame's {key} does not match this model's layout")
+
+    def load_weights(self, frame: Frame | Decoded) -> None:
+        """Copy a weights frame into the model, in place (one copy per flat tensor)."""
+        decoded = frame if isinstance(frame, Decoded) else decode(frame_view(frame))
+        self._check(decoded, self.flats)
+        owned = to_torch(Decoded({k: decoded.arrays[k] for k in self.flats},
+                                 decoded.dtypes, decoded.meta))
+        with torch.no_grad():
+            for key, flat in self.flats.items():
+                flat.copy_(owned[key])
+            for key, pulled in self.pulled.items():
+                pulled.copy_(self.flats[key])
+
+    def read_push(self, frame: Frame) -> Pushed:
+        """A gradients frame's flat tensors (owned copies) and ids."""
+        decoded = decode(frame_view(frame))
+        self._check(decoded, [*self.grads, *(k for k in self.flats if k.startswith("b."))])
+        if "ids" not in decoded.arrays:
+            raise TransportError("a gradients frame carries the ids of its samples")
+        owned = to_torch(decoded)
+        ids = owned.pop("ids").numpy().astype(np.int64, copy=False)
+        return Pushed(owned, ids)
+
+    def apply_push(self, flats: Mapping[str, torch.Tensor]) -> None:
+        """Set the gradients a push carried (before a step) and add its buffer changes."""
+        with torch.no_grad():
+            for key, flat in flats.items():
+                if key.startswith("p."):
+                    self.grads[key].copy_(flat)
+                else:
+                    self.flats[key].add_(flat)
+
+
+def mean_pushes(pushes: Sequence[Pushed]) -> dict[str, torch.Tensor]:
+    """Sample-weighted mean gradients and the mean buffer changes (the largest for integer
+    buffers, which count steps) of the pushes of one synchronous step."""
+    total = sum(len(p.ids) for p in pushes)
+    out: dict[str, torch.Tensor] = {}
+    for key in pushes[0].flats:
+        values = [p.flats[key] for p in pushes]
+        if key.startswith("p."):
+            out[key] = sum((v * (len(p.ids) / total) for v, p in zip(values, pushes, strict=True)),
+                           torch.zeros_like(values[0]))
+        elif values[0].is_floating_point():
+            out[key] = torch.stack(values).mean(0)
+        else:
+            out[key] = torch.stack(values).max(0).values
+    return out
+
+
+def read_frames(frames: Iterable[bytes], workload: Workload) -> Dataset:
+    """The samples in data-store frames, decoded (images decoded here, at the receiver)."""
+    shape = sample_shape(workload) or ()
+    spec = workload.data
+    parts = []
+    for frame in frames:
+        decoded = decode(frame)
+        if spec is None or "blob" not in decoded.arrays:
+            arrays = decoded.arrays
+            parts.append(Dataset(np.asarray(arrays["x"], np.float32).copy(),
+                                 arrays["y"].astype(np.int64), arrays["ids"].astype(np.int64)))
+        else:
+            parts.append(unpack(decoded.arrays, decoded.meta, spec, shape))
+    if not parts:
+        return Dataset(np.zeros((0, *shape), np.float32), np.zeros(0, np.int64),
+                       np.zeros(0, np.int64))
+    return Dataset(np.concatenate([p.x for p in parts]), np.concatenate([p.y for p in parts]),
+                   np.concatenate([p.ids for p in parts]))

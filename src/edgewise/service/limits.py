@@ -1,0 +1,124 @@
+"""Planning work under limits: each request's planning runs in a child process (forked
+from a forkserver that preloaded the problems' modules) with a wall-clock deadline and an
+address-space cap, at most a few at once, so that no request can exhaust the host."""
+
+from __future__ import annotations
+
+import multiprocessing
+import multiprocessing.connection
+import resource
+import threading
+import traceback
+from collections.abc import Callable, Sequence
+from typing import Any, ParamSpec, TypeVar
+
+import psutil
+
+from edgewise.errors import ConfigError, EdgewiseError, InfeasibleError, RuntimeFault
+from edgewise.runtime.jobs import PlanningLimitError
+
+__all__ = ["ProcessLimiter"]
+
+P = ParamSpec("P")
+T = TypeVar("T")
+_USER_ERRORS: dict[str, type[EdgewiseError]] = {
+    cls.__name__: cls for cls in (ConfigError, InfeasibleError, RuntimeFault, PlanningLimitError)}
+
+
+def _child(conn: multiprocessing.connection.Connection, memory_bytes: int,
+           fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    """Run ``fn`` under an address-space cap; send ("ok", value) or ("error", ...)."""
+    used = psutil.Process().memory_info().vms
+    resource.setrlimit(resource.RLIMIT_AS, (used + memory_bytes, used + memory_bytes))
+    try:
+        conn.send(("ok", fn(*args, **kwargs), None))
+    except EdgewiseError as exc:
+        conn.send(("user", type(exc).__name__, (str(exc), getattr(exc, "field", None))))
+    except Exception as exc:  # out of memory, or a bug (reported to the parent)
+        if _out_of_memory(exc):
+            conn.send(("memory", "", None))
+        else:
+            conn.send(("bug", type(exc).__name__, "".join(traceback.format_exception(exc))))
+    finally:
+        conn.close()
+
+
+def _out_of_memory(exc: BaseException) -> bool:
+    """A MemoryError, or a library's own words for one (torch's allocator raises a
+    RuntimeError when the address-space cap refuses it memory)."""
+    text = str(exc).lower()
+    return isinstance(exc, MemoryError) or "allocate memory" in text or "out of memory" in text
+
+
+class ProcessLimiter:
+    """A ``Limiter`` (``edgewise.runtime.jobs``): ``limiter(fn, *args)`` runs ``fn`` in a
+    child process and returns its result, or raises PlanningLimitError (413) naming the
+    limit that ``fn`` hit: ``seconds`` of wall time, ``memory_mb`` of memory beyond what
+    the child starts with, or ``parallel`` plannings at once (a request waits up to
+    ``seconds`` for a slot). Errors a user caused (EdgewiseError) pass through.
+
+    ``preload``: modules the forkserver imports once, so that children start warm.
+    """
+
+    def __init__(self, *, seconds: float = 20.0, memory_mb: int = 2048, parallel: int = 2,
+                 preload: Sequence[str] = ()) -> None:
+        if seconds <= 0 or memory_mb <= 0 or parallel < 1:
+            raise ConfigError("seconds and memory_mb must be > 0, parallel >= 1",
+                              field="planning_limits")
+        self.seconds, self.memory_mb = seconds, memory_mb
+        self._slots = threading.BoundedSemaphore(parallel)
+        self._parallel = parallel
+        self._ctx = multiprocessing.get_context("forkserver")
+        self._ctx.set_forkserver_preload(["edgewise.service.limits", *preload])
+
+    def warm(self) -> None:
+        """Start the forkserver now (in the background), not at the first request."""
+        from multiprocessing import forkserver
+
+        threading.Thread(target=forkserver.ensure_running, daemon=True,
+                         name="edgewise-forkserver").start()
+
+    def __call__(self, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
+        if not self._slots.acquire(timeout=self.seconds):
+            raise PlanningLimitError(f"more than {self._parallel} planning requests at once "
+                                     f"for {self.seconds:g} s (the limit); try again later")
+        try:
+            return self._run(fn, args, kwargs)
+        finally:
+            self._slots.release()
+
+    def _run(self, fn: Callable[..., T], args: tuple[Any, ...], kwargs: dict[str, Any]) -> T:
+        receiver, sender = self._ctx.Pipe(duplex=False)
+        child = self._ctx.Process(target=_child, daemon=True, name="edgewise-planning",
+                                  args=(sender, self.memory_mb * 2**20, fn, args, kwargs))
+        child.start()
+        sender.close()
+        try:
+            if not receiver.poll(self.seconds):
+                raise PlanningLimitError(f"planning took longer than {self.seconds:g} s "
+                                         "(the limit); ask for a smaller problem")
+            try:
+                outcome = receiver.recv()
+            except EOFError:  # the child died without a word: out of memory
+                outcome = ("memory", "", None)
+        finally:
+            receiver.close()
+            if child.is_alive():
+                child.kill()
+            child.join()
+        result: T = self._result(outcome)
+        return result
+
+    def _result(self, outcome: tuple[str, Any, Any]) -> Any:
+        status, name, value = outcome
+        if status == "ok":
+            return name
+        if status == "memory":
+            raise PlanningLimitError(f"planning needed more than {self.memory_mb} MB (the "
+                                     "limit); ask for a smaller problem")
+        if status == "user":
+            message, field = value
+            exc = _USER_ERRORS.get(name, EdgewiseError)(message)
+            exc.field = field  # type: ignore[attr-defined]
+            raise exc
+        raise RuntimeError(f"planning failed with {name}:\n{value}")

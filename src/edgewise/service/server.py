@@ -1,0 +1,117 @@
+"""Running the manager: its store, its cluster on Ray (emulated on loopback, or joined),
+its jobs recovered from the last run, and the hardened HTTP server, until a signal."""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from edgewise.cluster.model import Cluster
+from edgewise.runtime.jobs import ProblemApi
+from edgewise.service.app import Limits, announce, check_bind, create_app, make_server
+from edgewise.service.auth import load_or_create_token, load_scrape_token, token_source
+from edgewise.service.limits import ProcessLimiter
+from edgewise.service.manager import JobManager
+from edgewise.service.problems import discover_problems, job_kinds
+from edgewise.service.reaper import start_reaper
+from edgewise.service.store import Store
+
+if TYPE_CHECKING:
+    from edgewise.runtime.ray_cluster import RayRuntime
+
+__all__ = ["ManagerConfig", "loopback_ray", "run_manager"]
+
+_log = logging.getLogger(__name__)
+LOOPBACK_RAY_ENV = {
+    "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",  # the node's address is 127.0.0.1
+    "RAY_enable_metrics_collection": "0",  # no unauthenticated Prometheus exporter
+}
+
+
+@dataclass(frozen=True, slots=True)
+class ManagerConfig:
+    """Where the manager listens, keeps its state, and finds its cluster."""
+
+    cluster: Cluster
+    state_dir: Path
+    db_path: Path | None = None
+    host: str = "127.0.0.1"
+    port: int = 8765
+    allow_remote: bool = False
+    address: str | None = None
+    heartbeat_s: float = 1.0
+    max_running: int = 2
+    planning_seconds: float = 20.0
+    planning_memory_mb: int = 2048
+    limits: Limits = field(default_factory=Limits)
+
+
+def loopback_ray() -> None:
+    """Keep a local Ray on loopback with no metrics exporter (Ray reads these when it is
+    first imported, so this runs before anything imports Ray)."""
+    if "ray" in sys.modules:
+        _log.warning("Ray was imported before the manager set it to loopback")
+    for key, value in LOOPBACK_RAY_ENV.items():
+        os.environ.setdefault(key, value)
+
+
+def run_manager(config: ManagerConfig) -> None:
+    """Serve until SIGINT or SIGTERM. A local emulation of the cluster runs on a loopback
+    Ray guarded by a reaper (nothing outlives the manager, even after ``kill -9``); with
+    ``address``, the manager joins that Ray cluster instead."""
+    check_bind(config.host, config.port, config.allow_remote)
+    if config.address is None:
+        loopback_ray()
+        start_reaper()
+    token, scrape = load_or_create_token(), load_scrape_token()
+    store = Store(config.db_path or config.state_dir / "manager.db")
+    problems = discover_problems()
+    runtime = _ray(config)
+    try:
+        _serve(config, store, problems, runtime, (token, scrape))
+    finally:
+        runtime.shutdown()
+        store.close()
+
+
+def _ray(config: ManagerConfig) -> RayRuntime:
+    """The cluster on Ray, with its serialization ready: made here, in the main thread,
+    the modules it imports cannot race with a job's thread importing them too."""
+    import ray
+
+    from edgewise.runtime.ray_cluster import join_cluster, start_local
+
+    runtime = (start_local(config.cluster) if config.address is None
+               else join_cluster(config.cluster, config.address))
+    ray.get(ray.put(0))
+    return runtime
+
+
+def _serve(config: ManagerConfig, store: Store, problems: list[ProblemApi],
+           runtime: RayRuntime, tokens: tuple[str, str | None]) -> None:
+    """Build the manager and its app, then (every import done) start the device agents and
+    the jobs a previous run left, and serve until a signal."""
+    from edgewise.service.cluster import BackgroundDeviceServices
+
+    manager = JobManager(store, job_kinds(problems), config.cluster, state_dir=config.state_dir,
+                         runtime=runtime, max_running=config.max_running)
+    limiter = ProcessLimiter(seconds=config.planning_seconds, memory_mb=config.planning_memory_mb,
+                             preload=sorted({p.router.__module__ for p in problems}))
+    limiter.warm()
+    app = create_app(manager, tokens[0], scrape_token=tokens[1], limiter=limiter,
+                     problems=problems, limits=config.limits)
+    server = make_server(app, host=config.host, port=config.port,
+                         allow_remote=config.allow_remote, limits=config.limits)
+    devices = BackgroundDeviceServices(runtime, config.heartbeat_s)
+    manager.devices = devices
+    manager.recover()
+    announce(config.host, config.port, token_source())
+    try:
+        server.run()
+    finally:
+        manager.close("the manager shut down while the job ran")
+        devices.close()

@@ -1,0 +1,172 @@
+"""The ``update`` kind of job: a model update planned (given shards, Deep-Edge's Solver,
+fair or equal) and trained on the cluster by the training engine, epoch by epoch, with a
+checkpoint per epoch from which a restarted manager resumes it."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterable
+from typing import Any
+
+import numpy as np
+
+from edgewise.cluster.model import Cluster, Role
+from edgewise.errors import ConfigError
+from edgewise.nn.data import digits_split
+from edgewise.runtime.engine import EpochRecord, Interruption, train
+from edgewise.runtime.jobs import JobContext, JobKind, Planned
+from edgewise.runtime.plan import TrainConfig, TrainPlan, equal_plan
+from edgewise.update.api_schemas import TrainJobSpec
+from edgewise.update.policies import get_policy
+from edgewise.update.run import cluster_problem, to_train_plan
+
+__all__ = ["DEFAULT_BATCH_SIZE", "UPDATE_KIND", "build_plan", "training_set_size",
+           "validate_spec"]
+
+DEFAULT_BATCH_SIZE = 32
+"""Mini-batch size of a worker the spec gives none."""
+_UNKNOWN = "no such device in the cluster"
+
+
+@functools.cache
+def training_set_size() -> int:
+    """Samples in the digits training split that the data store serves (1,437)."""
+    return len(digits_split()[0])
+
+
+def _check_names(names: Iterable[str], allowed: Iterable[str], field: str, problem: str) -> None:
+    unknown = sorted(set(names) - set(allowed))
+    if unknown:
+        raise ConfigError(f"{problem}: {', '.join(repr(n) for n in unknown)}", field=field)
+
+
+def validate_spec(cluster: Cluster, spec: TrainJobSpec) -> list[str]:
+    """The job's workers; ConfigError naming the field if a device name is wrong:
+    ``workers`` (default: the worker-role devices), ``shards`` and ``batch_sizes`` must name
+    devices of ``cluster``, and the maps only the job's workers."""
+    if spec.workers is None:
+        workers = [d.name for d in cluster.with_role(Role.WORKER)]
+        if not workers:
+            raise ConfigError("the cluster has no device with the worker role", field="workers")
+    else:
+        _check_names(spec.workers, cluster.device_names, "workers", _UNKNOWN)
+        workers = list(spec.workers)
+    lacking = [w for w in workers if not cluster.device(w).has_role(Role.WORKER)]
+    if lacking:
+        raise ConfigError(f"devices without the worker role: {', '.join(lacking)}", field="workers")
+    for field, mapping in (("shards", spec.shards), ("batch_sizes", spec.batch_sizes)):
+        if mapping is not None:
+            _check_names(mapping, cluster.device_names, field, _UNKNOWN)
+            _check_names(mapping, workers, field, "not among the job's workers")
+    return workers
+
+
+def build_plan(cluster: Cluster, spec: TrainJobSpec, workers: list[str]) -> TrainPlan:
+    """The engine's plan: the spec's shards, else its policy's over ``workers`` (the server
+    and store where the cluster's roles put them); a worker without a batch size gets
+    ``DEFAULT_BATCH_SIZE``. ConfigError (``shards``) if the shards miss a worker or do not
+    sum to the training set's size (1,437)."""
+    n_samples = training_set_size()
+    pool = cluster.without(frozenset(cluster.device_names) - set(workers) - _servers(cluster))
+    if spec.shards is None and spec.policy != "equal":
+        problem = cluster_problem(pool, {}, n_samples)
+        planned = get_policy(spec.policy)(problem, np.random.default_rng(spec.seed))
+        base = to_train_plan(pool, planned, n_samples)
+    else:
+        base = equal_plan(pool, n_samples, DEFAULT_BATCH_SIZE,
+                          exclude=frozenset(cluster.device_names) - set(workers))
+    shards, batches = dict(base.shards), dict(base.batch_sizes)
+    if spec.shards is not None:
+        missing = [w for w in workers if w not in spec.shards]
+        if missing:
+            raise ConfigError(f"no shard for workers {', '.join(missing)}", field="shards")
+        shards = dict(spec.shards)
+        batches = dict.fromkeys(shards, DEFAULT_BATCH_SIZE)
+    batches.update(spec.batch_sizes or {})
+    policy = "given" if spec.shards is not None else base.policy
+    plan = TrainPlan(shards, {w: batches.get(w, DEFAULT_BATCH_SIZE) for w in shards},
+                     base.ps_device, base.store_device, policy)
+    plan.validate(cluster, n_samples)  # shards must cover the training set exactly once
+    return plan
+
+
+def _servers(cluster: Cluster) -> set[str]:
+    return {d.name for d in cluster.devices
+            if d.has_role(Role.PARAMETER_SERVER) or d.has_role(Role.DATA_STORE)}
+
+
+def _check(spec: TrainJobSpec, cluster: Cluster) -> None:
+    build_plan(cluster, spec, validate_spec(cluster, spec))
+
+
+def _plan(spec: TrainJobSpec, ctx: JobContext) -> Planned:
+    plan = build_plan(ctx.cluster, spec, validate_spec(ctx.cluster, spec))
+    rows = [[w, plan.shards[w], plan.batch_sizes[w]] for w in plan.workers]
+    view = {"policy": plan.policy, "parameter_server": plan.ps_device,
+            "data_store": plan.store_device, "shards": dict(plan.shards),
+            "batch_sizes": dict(plan.batch_sizes),
+            "tables": [{"title": "workers: data shard and batch size",
+                        "columns": ["worker", "shard (samples)", "batch size"], "rows": rows}]}
+    return Planned(view, plan)
+
+
+def _events(spec: TrainJobSpec, ctx: JobContext) -> Any:
+    """The engine's events as the job's progress, metrics and events; stops it if asked."""
+    done = [0.0]  # the fraction of the epochs completed
+
+    def on_event(kind: str, data: dict[str, Any]) -> None:
+        if kind == "epoch_end":
+            r: EpochRecord = data["record"]
+            step = r.epoch + 1
+            for name, value in (("epoch", step), ("val_accuracy", r.val_accuracy),
+                                ("samples_per_second", r.samples_per_second),
+                                ("epoch_seconds", r.wall_seconds)):
+                ctx.metric(name, value, step=step)
+            done[0] = step / spec.epochs
+            ctx.progress(done[0], epoch=step, epochs=spec.epochs,
+                         val_accuracy=r.val_accuracy)
+            ctx.event("checkpoint", f"epoch {step} done, accuracy {r.val_accuracy:.3f}",
+                      epoch=step)
+        elif kind == "interrupted":
+            i: Interruption = data["interruption"]
+            ctx.event("fault", f"lost {i.member} on {i.device}: {i.reason}", device=i.device,
+                      epoch=i.epoch)
+            ctx.event("strike", f"{i.device}: strike {i.strikes}", device=i.device,
+                      strikes=i.strikes)
+        elif kind == "restart":
+            excluded = data.get("excluded")
+            ctx.event("replan", f"restart {data['restart']}: re-planned on "
+                      f"{', '.join(data['plan'].workers)}", restart=data["restart"],
+                      excluded=excluded)
+            ctx.progress(done[0], restarts=int(data["restart"]))
+        elif kind == "resumed":
+            ctx.event("resumed", f"resumed from the checkpoint of epoch {data['epoch']}",
+                      epoch=data["epoch"])
+        ctx.check_stop()
+
+    return on_event
+
+
+def _execute(spec: TrainJobSpec, planned: Planned, ctx: JobContext) -> dict[str, Any]:
+    config = TrainConfig(model=spec.model, mode=spec.mode, epochs=spec.epochs,
+                         learning_rate=spec.learning_rate, seed=spec.seed,
+                         target_accuracy=spec.target_accuracy)
+    result = train(ctx.runtime, config, planned.payload, ledger=ctx.ledger,
+                   events=_events(spec, ctx), checkpoint_dir=ctx.work_dir / "checkpoints",
+                   resume=ctx.resumed)
+    last = result.epochs[-1] if result.epochs else None
+    return {"epoch": last.epoch + 1 if last else spec.epochs,
+            "val_accuracy": last.val_accuracy if last else None,
+            "restarts": len({i.detected_at for i in result.interruptions}),
+            "stopped_early": int(result.stopped_early)}
+
+
+def _example(cluster: Cluster) -> dict[str, Any]:
+    return TrainJobSpec(epochs=3, learning_rate=0.003).model_dump(mode="json")
+
+
+UPDATE_KIND = JobKind(
+    name="update", spec=TrainJobSpec, example=_example, plan=_plan, execute=_execute,
+    check=_check, resumable=True,
+    description="Deep-Edge model update: plan shards and batches, train with a parameter "
+                "server, survive faults, resume from the last checkpoint")

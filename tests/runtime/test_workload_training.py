@@ -1,0 +1,131 @@
+"""The engine trains a user's workload on a real local Ray instance: a ``py:`` model with
+BatchNorm on a generated image folder, shipped in many small chunks; bad data is reported,
+not retried."""
+
+from __future__ import annotations
+
+import io
+import shutil
+import struct
+import zlib
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+import ray
+from PIL import Image
+
+from edgewise.cluster.model import Cluster
+from edgewise.errors import ConfigError
+from edgewise.nn.workload import Workload, open_data, workload_from_dict
+from edgewise.nn.workload.synthetic import make_shapes_folder
+from edgewise.runtime.datastore import DataStore
+from edgewise.runtime.engine import train
+from edgewise.runtime.plan import TrainConfig, TrainPlan, equal_plan
+from edgewise.runtime.ray_cluster import RayRuntime, start_local
+from edgewise.runtime.trainstate import read_frames
+from edgewise.wire.frames import decode
+
+pytestmark = pytest.mark.ray
+
+MODEL = '''
+from torch import nn
+
+
+def make(classes: int = 4, width: int = 24) -> nn.Module:
+    return nn.Sequential(
+        nn.Conv2d(3, width, 3, padding=1), nn.BatchNorm2d(width), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Conv2d(width, 2 * width, 3, padding=1), nn.BatchNorm2d(2 * width), nn.ReLU(),
+        nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(2 * width, classes))
+'''
+
+
+@pytest.fixture(scope="module")
+def runtime(small_cluster: Cluster) -> Iterator[RayRuntime]:
+    rt = start_local(small_cluster)
+    yield rt
+    rt.shutdown()
+
+
+@pytest.fixture(scope="module")
+def workload(tmp_path_factory: pytest.TempPathFactory) -> Workload:
+    root = tmp_path_factory.mktemp("workload")
+    make_shapes_folder(root / "shapes", per_class=60, size=16, seed=3)
+    (root / "mymodel.py").write_text(MODEL)
+    return workload_from_dict({"model": "py:mymodel.py:make", "data": "images:shapes",
+                               "task": {"input_shape": [3, 16, 16]}}, "test", root)
+
+
+def test_user_model_on_an_image_folder_trains_in_chunks(
+        runtime: RayRuntime, workload: Workload, tmp_path: Path) -> None:
+    source = open_data(workload)
+    n = source.size("train")
+    config = TrainConfig(workload=workload, epochs=10, learning_rate=0.005, heartbeat_s=1.0,
+                         chunk_bytes=4096)  # about ten images a chunk: many chunks a shard
+    result = train(runtime, config, equal_plan(runtime.cluster, n, batch_size=16),
+                   checkpoint_dir=tmp_path)
+    train_ids = np.sort(source.train_ids)
+    for record in result.epochs:
+        assert np.array_equal(np.sort(record.applied_ids), train_ids)
+    accuracies = [r.val_accuracy for r in result.epochs]
+    assert max(accuracies) >= 0.8 and accuracies[-1] >= 0.5, accuracies  # chance: 0.25
+    checkpoint = decode((tmp_path / "epoch-0009.ewt").read_bytes())
+    state = checkpoint.arrays
+    # BatchNorm statistics reached the server: running means moved off their initial zeros,
+    # and every applied push's batch counted once.
+    assert np.abs(state["w.inner.1.running_mean"]).max() > 0.01
+    assert int(state["w.inner.1.num_batches_tracked"]) == checkpoint.meta["updates"]
+    assert all(b > 10 * 4096 for b in result.shipped_bytes.values())
+
+
+def test_data_store_chunks_are_bounded_and_complete(runtime: RayRuntime,
+                                                    workload: Workload) -> None:
+    store = DataStore.options(**runtime.actor_options("pi5", 256)).remote(  # type: ignore[attr-defined]
+        workload, 0, "lz4", 4096)
+    try:
+        per_chunk = ray.get(store.chunk_samples.remote())
+        n = ray.get(store.size.remote())
+        assert 1 <= per_chunk < n
+        positions = np.arange(n, dtype=np.int64)
+        frames = [ray.get(store.shard.remote("w", positions[i : i + per_chunk]))
+                  for i in range(0, n, per_chunk)]
+        assert max(len(f) for f in frames) <= 4096 + 2048  # the chunk plus its header
+        got = read_frames(frames, workload)
+        want = open_data(workload).read("train", positions)
+        assert np.array_equal(got.ids, want.ids) and np.allclose(got.x, want.x)
+        validation = ray.get(store.validation.remote())
+        assert len(validation) > 1 and len(read_frames(validation, workload).y) == \
+            open_data(workload).size("val")
+    finally:
+        ray.kill(store, no_restart=True)
+
+
+def _undecodable_png() -> bytes:
+    """A PNG whose chunk checksums are right (so Pillow's verify passes) but whose pixel data
+    is not zlib: only decoding finds it."""
+    good = io.BytesIO()
+    Image.new("RGB", (4, 4)).save(good, "PNG")
+    body = b"not zlib"
+    idat = struct.pack(">I", len(body)) + b"IDAT" + body + \
+        struct.pack(">I", zlib.crc32(b"IDAT" + body) & 0xFFFFFFFF)
+    data = good.getvalue()
+    start = data.index(b"IDAT") - 4
+    end = start + 12 + struct.unpack(">I", data[start : start + 4])[0]
+    return data[:start] + idat + data[end:]
+
+
+def test_image_only_decoding_finds_is_named_and_not_retried(
+        runtime: RayRuntime, workload: Workload, tmp_path: Path) -> None:
+    assert workload.data is not None and workload.data.path is not None
+    root = tmp_path / "shapes"
+    shutil.copytree(workload.data.path, root)
+    (root / "square" / "zzz-broken.png").write_bytes(_undecodable_png())
+    broken = workload_from_dict({"model": workload.model.text, "data": f"images:{root}",
+                                 "task": {"input_shape": [3, 16, 16]}})
+    n = open_data(broken).size("train")
+    config = TrainConfig(workload=broken, epochs=1, heartbeat_s=1.0, max_restarts=3)
+    plan = TrainPlan({"nano-0": n}, {"nano-0": 16}, "pi5", "pi5")  # one worker holds it all
+    with pytest.raises(ConfigError, match=r"corrupt image .*zzz-broken\.png") as info:
+        train(runtime, config, plan)
+    assert info.value.field == "data"

@@ -1,0 +1,139 @@
+"""The API under a real uvicorn on 127.0.0.1: the token, slow and malformed clients, the
+connection cap, and logs that a flood of bad requests cannot grow without bound."""
+
+from __future__ import annotations
+
+import json
+import logging
+import socket
+import threading
+import time
+from collections.abc import Iterator
+
+import httpx
+import pytest
+
+from edgewise.service import JobManager, create_app, make_server
+from edgewise.service.app import Limits
+from edgewise.service.guards import RateLimitFilter
+
+TOKEN = "test-token-0123456789abcdef"
+LIMITS = Limits(body_timeout_s=1.0, header_timeout_s=1.0, max_connections=40)
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+@pytest.fixture
+def url(backend: JobManager) -> Iterator[str]:
+    port = _free_port()
+    server = make_server(create_app(backend, TOKEN, limits=LIMITS), port=port, limits=LIMITS,
+                         log_level="warning")
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not server.started and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert server.started
+    yield f"http://127.0.0.1:{port}"
+    server.should_exit = True
+    thread.join(timeout=5)
+    assert not thread.is_alive()
+
+
+def _raw(url: str, data: bytes, wait_s: float = 5.0) -> bytes:
+    """Send ``data`` on a fresh connection and read until the server closes it."""
+    host, port = url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=wait_s) as sock:
+        sock.sendall(data)
+        chunks = []
+        while chunk := sock.recv(65536):
+            chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def test_the_real_server_requires_the_token(url: str) -> None:
+    health = f"{url}/api/v1/health"
+    ok = httpx.get(health, headers={"Authorization": f"Bearer {TOKEN}"}, timeout=5)
+    assert ok.status_code == 200 and ok.json() == {"status": "ok"}
+    assert "server" not in ok.headers
+    assert httpx.get(health, timeout=5).status_code == 401
+    big = (b" " * 1024 for _ in range(100))  # chunked, no Content-Length, over 64 KiB
+    auth = {"Authorization": f"Bearer {TOKEN}"}
+    assert httpx.post(f"{url}/api/v1/jobs", content=big, headers=auth,
+                      timeout=5).status_code == 413
+
+
+def test_a_half_sent_request_head_is_closed_after_the_deadline(url: str) -> None:
+    started = time.monotonic()
+    answer = _raw(url, b"GET /api/v1/health HTTP/1.1\r\nHost: x\r\n")  # no blank line
+    assert answer == b"" and 0.8 < time.monotonic() - started < 4.0
+
+
+def test_a_body_that_does_not_arrive_gets_a_408(url: str) -> None:
+    head = (f"POST /api/v1/jobs HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {TOKEN}\r\n"
+            "Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"kind\"")
+    started = time.monotonic()
+    answer = _raw(url, head.encode())
+    assert answer.startswith(b"HTTP/1.1 408") and time.monotonic() - started < 4.0
+    assert json.loads(answer.split(b"\r\n\r\n", 1)[1]) == {
+        "detail": "request body not received within 1 s"}
+
+
+@pytest.mark.parametrize("length", [b"abc", b"-1", b"1e3", b"99999999999999999999999"])
+def test_a_malformed_content_length_gets_json(url: str, length: bytes) -> None:
+    answer = _raw(url, b"POST /api/v1/jobs HTTP/1.1\r\nHost: x\r\nContent-Length: " + length
+                  + b"\r\n\r\n{}")
+    head, _, body = answer.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 400") or head.startswith(b"HTTP/1.1 413"), head
+    assert b"content-type: application/json" in head.lower()
+    assert "detail" in json.loads(body)
+
+
+def test_slow_clients_cannot_starve_the_server_or_flood_the_log(url: str) -> None:
+    """Twice the connection cap of half-sent requests: the excess is refused at once, the
+    rest closed at the head deadline, and a client with the token is then served; the log
+    says so a bounded number of times."""
+    records: list[logging.LogRecord] = []
+    handler = logging.Handler()
+    handler.emit = records.append  # type: ignore[method-assign]
+    logger = logging.getLogger("uvicorn.error")
+    logger.addHandler(handler)
+    host, port = url.removeprefix("http://").split(":")
+    slow = []
+    try:
+        for _ in range(2 * LIMITS.max_connections):
+            sock = socket.create_connection((host, int(port)), timeout=5)
+            sock.sendall(b"GET /api/v1/health HTTP/1.1\r\nHost: x\r\n")
+            slow.append(sock)
+        time.sleep(LIMITS.header_timeout_s + 1.5)
+        ok = httpx.get(f"{url}/api/v1/health", headers={"Authorization": f"Bearer {TOKEN}"},
+                       timeout=5)
+        assert ok.status_code == 200
+        closed = 0
+        for sock in slow:
+            sock.settimeout(2)
+            try:
+                closed += sock.recv(1) == b""
+            except (ConnectionResetError, TimeoutError):
+                closed += 1
+        assert closed == len(slow)
+    finally:
+        logger.removeHandler(handler)
+        for sock in slow:
+            sock.close()
+    assert 0 < len(records) <= 30  # the filter's burst, not one line per bad client
+
+
+def test_the_rate_limit_filter_drops_a_flood_and_says_how_much() -> None:
+    now = [0.0]
+    limit = RateLimitFilter(per_second=1.0, burst=3, clock=lambda: now[0])
+    record = logging.LogRecord("x", logging.WARNING, "", 0, "bad request", None, None)
+    passed = [limit.filter(record) for _ in range(10)]
+    assert passed == [True] * 3 + [False] * 7 and limit.dropped == 7
+    now[0] = 2.0
+    assert limit.filter(record) and "7 similar messages dropped" in str(record.msg)

@@ -1,0 +1,85 @@
+"""``kill -9`` of a manager running one job of each kind, then a restart on the same state:
+every job keeps its history, the update job resumes from its checkpoint and completes (no
+epoch lost or trained twice), the others are marked interrupted with the reason, and no
+process of the killed manager (Ray's included) outlives it."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+from managerproc import ManagerProcess
+
+pytestmark = pytest.mark.ray
+KINDS = {"update", "pipeline", "continual", "sites", "modelparallel"}
+EPOCHS = 5
+
+
+def _specs(manager: ManagerProcess) -> dict[str, dict[str, Any]]:
+    specs = {e["kind"]: e["spec"] for e in manager.get("/api/v1/jobs/examples")}
+    assert set(specs) == KINDS
+    # The update long enough to be killed mid-job; the others light, to share two cores.
+    specs["update"] = {**specs["update"], "epochs": EPOCHS}
+    specs["pipeline"] = {**specs["pipeline"], "requests": 20, "switch_after": None,
+                         "serve_seconds": 600.0}
+    specs["continual"] = {**specs["continual"], "streams": 1, "windows": 1}
+    return specs
+
+
+def _wait_for_a_checkpoint(manager: ManagerProcess, job_id: str, timeout_s: float) -> int:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        job = manager.get(f"/api/v1/jobs/{job_id}")
+        epoch = job["summary"].get("epoch") or 0
+        if 1 <= epoch < EPOCHS - 1:
+            return int(epoch)
+        assert job["state"] in ("pending", "planning", "running"), (job["state"], job["reason"])
+        time.sleep(0.3)
+    pytest.fail(f"no checkpoint of {job_id} within {timeout_s} s")
+
+
+def _gone_within(processes: list[psutil.Process], seconds: float) -> list[psutil.Process]:
+    """The processes still running after ``seconds`` (psutil checks their start time)."""
+    _, alive = psutil.wait_procs(processes, timeout=seconds)
+    return [p for p in alive if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+
+
+@pytest.mark.timeout(900)
+def test_kill_9_then_restart_resumes_or_interrupts_every_job(tmp_path: Path) -> None:
+    manager = ManagerProcess(tmp_path, options=("--max-running", "5"))
+    manager.start()
+    try:
+        ids = {kind: manager.post("/api/v1/jobs", {"kind": kind, "spec": spec})["id"]
+               for kind, spec in _specs(manager).items()}
+        epoch = _wait_for_a_checkpoint(manager, ids["update"], timeout_s=240)
+        helpers = manager.descendants()
+        assert any("raylet" in p.name() or "gcs_server" in p.name() for p in helpers)
+        manager.kill9()
+        assert _gone_within(helpers, 20.0) == []  # the reaper ended Ray with the manager
+
+        manager.start()
+        update = manager.wait_job(ids["update"], timeout_s=300)
+        assert update["state"] == "succeeded", update
+        assert update["attempts"] == 2 and update["summary"]["epoch"] == EPOCHS
+        events = manager.get(f"/api/v1/jobs/{ids['update']}/events")
+        resumed = [e for e in events if e["kind"] == "resumed"]
+        assert resumed and resumed[-1]["data"]["epoch"] >= epoch
+        steps = [row[1] for row in manager.get(f"/api/v1/jobs/{ids['update']}/metrics")["epoch"]]
+        assert steps == [float(e) for e in range(1, EPOCHS + 1)]  # none lost, none twice
+
+        for kind, job_id in ids.items():
+            job = manager.get(f"/api/v1/jobs/{job_id}")
+            history = [e["kind"] for e in manager.get(f"/api/v1/jobs/{job_id}/events")]
+            assert history[0] == "submitted", (kind, history)
+            if kind == "update":
+                continue
+            assert job["state"] in ("interrupted", "succeeded"), (kind, job["state"],
+                                                                  job["reason"], history)
+            if job["state"] == "interrupted":
+                assert "cannot resume" in job["reason"] and "interrupted" in history
+        assert len(manager.get("/api/v1/jobs")) == len(KINDS)  # nothing duplicated
+    finally:
+        manager.stop()
