@@ -276,7 +276,8 @@ class Dispatcher:
     def _restart_device(self, old: _Stage) -> str:
         """Where a failed stage starts again: its device, or (``restart="other"``, or when
         its device is gone: a plan on a dead device would wait forever) the first free
-        device that fits and is not lost."""
+        device that fits and is not lost; with none free, the live device with the most
+        memory, beside what it runs already."""
         lost = self.runtime.lost_devices()
         if self.restart == "same" and old.device not in lost:
             return old.device
@@ -284,7 +285,10 @@ class Dispatcher:
         for d in self.runtime.cluster.devices:
             if d.name not in busy and d.memory_mb >= old.memory_mb:
                 return d.name
-        return old.device
+        alive = [d for d in self.runtime.cluster.devices if d.name not in lost]
+        if old.device not in lost or not alive:
+            return old.device
+        return max(alive, key=lambda d: d.memory_mb).name
 
     def _retire(self, stages: list[_Stage]) -> None:
         for s in stages:
