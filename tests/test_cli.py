@@ -162,7 +162,7 @@ def test_join_lines_are_not_wrapped_when_piped(monkeypatch: pytest.MonkeyPatch) 
 def test_train_rejects_bad_options_before_starting_ray(
     monkeypatch: pytest.MonkeyPatch, args: list[str], words: str
 ) -> None:
-    monkeypatch.setattr(cli_train, "start_local", _refuse_ray)
+    monkeypatch.setattr(cli_train, "connect", _refuse_ray)
 
     result = runner.invoke(app, ["train", str(THREE_NANOS), *args])
 

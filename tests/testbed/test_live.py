@@ -22,6 +22,7 @@ import ray
 import yaml
 
 from edgewise.nn.data import digits_split
+from edgewise.pipeline.realrun import plan_bench_pipeline, run_bench_pipeline
 from edgewise.runtime.engine import train
 from edgewise.runtime.faults import KillMidEpoch
 from edgewise.runtime.plan import TrainConfig, equal_plan
@@ -207,6 +208,24 @@ def test_training_survives_a_killed_device_and_a_cut_link(live: Live) -> None:
     assert tb.runtime.lost_devices() == {"nano-1"}  # killed; the cut healed by itself
     tb.restart_node("nano-1")
     assert tb.runtime.lost_devices() == frozenset()
+
+
+def test_a_pipeline_survives_a_killed_device_losing_nothing(live: Live) -> None:
+    tb, requests = live.tb, 24
+    planned = plan_bench_pipeline(tb.runtime.cluster)
+    victim = planned.devices[1]
+    injector, killed = tb.faults(), []
+
+    def kill(dispatcher: Any, result: Any) -> None:
+        if result.request_id == requests // 4 and not killed:
+            killed.append(injector.kill_device(victim))
+
+    done = run_bench_pipeline(tb.runtime, planned, requests=requests, on_result=kill)
+    assert killed and done.run.restarts >= 1
+    assert done.run.request_ids == list(range(requests))  # none lost, none twice, in order
+    assert done.outputs_correct  # equal to the unpartitioned model's outputs
+    assert tb.runtime.lost_devices() == {victim}
+    tb.restart_node(victim)
 
 
 def test_down_removes_every_namespace_veth_cgroup_and_process(live: Live) -> None:

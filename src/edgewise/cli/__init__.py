@@ -34,7 +34,7 @@ GROUPS: dict[str, str] = {
 
 COMMANDS: dict[str, tuple[str, str]] = {
     "train": ("edgewise.cli.train", "train_command"),
-    "demo": ("edgewise.cli.train", "demo"),
+    "demo": ("edgewise.cli.demo", "demo"),
     "serve": ("edgewise.cli.serve", "serve"),
     "profile": ("edgewise.cli.profile", "profile"),
 }

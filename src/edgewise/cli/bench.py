@@ -31,6 +31,7 @@ BENCHES: dict[str, str] = {
     "ekya": "edgewise.continual.bench:SPEC",
     "okita": "edgewise.sites.bench:SPEC",
     "srole": "edgewise.modelparallel.bench:SPEC",
+    "testbed": "edgewise.suites.testbed:SPEC",
     "workloads": "edgewise.suites.workloads:SPEC",
 }
 """Benchmark name → its spec (``"module:NAME"``)."""
@@ -44,6 +45,8 @@ LISTING: dict[str, str] = {
     "ekya": "Ekya §6: thief vs uniform over streams and accelerators, and real windows.",
     "okita": "Okita §V: online schedulers vs the offline optimum, and a real run.",
     "srole": "SROLE §V: job completion time, collisions and shield overhead of the methods.",
+    "testbed": "The kernel-enforced testbed (root): links, CPU quotas, Deep-Edge, SEIFER and "
+               "parameter-server runs and node faults on it.",
     "workloads": "Your own model and data: MobileNetV2 through a Deep-Edge plan, engine "
                  "overhead, pipelined outputs, bad workloads refused.",
 }

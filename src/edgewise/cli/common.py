@@ -14,10 +14,17 @@ from rich.markup import escape
 
 from edgewise.errors import ConfigError, EdgewiseError
 
-__all__ = ["err", "out", "state_dir", "user_errors", "writable_folder"]
+__all__ = ["Address", "err", "out", "state_dir", "user_errors", "writable_folder"]
 
 out = Console()
 err = Console(stderr=True)
+
+Address = typer.Option(
+    "", "--address", envvar="EDGEWISE_RAY_ADDRESS", show_default=False,
+    help="run on this Ray cluster (host:port, or auto inside `edgewise testbed exec`) "
+         "after checking that every device of the cluster registered; default: emulate "
+         "the cluster on this host")
+"""The option of every command that runs work (``runtime.ray_cluster.connect``)."""
 
 P = ParamSpec("P")
 R = TypeVar("R")

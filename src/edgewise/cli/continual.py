@@ -12,12 +12,14 @@ from rich.console import Console
 from rich.progress import Progress, TaskID
 from rich.table import Table
 
-from edgewise.cli.common import err, out, user_errors
+from edgewise.cli.common import Address, err, out, user_errors
 from edgewise.cli.workload_opts import ClassesOpt, InputShapeOpt, workload_from_cli
+from edgewise.cluster.schema import load_cluster
 from edgewise.continual.microprofiler import MicroProfile, microprofile, prepare_window
 from edgewise.continual.policies import get_policy
 from edgewise.continual.problem import ContinualPlan, StreamState
 from edgewise.continual.run import (
+    DEVICE,
     LiveProblem,
     RunSettings,
     WindowResult,
@@ -187,21 +189,30 @@ def run_windows(streams: int, windows: int, window_s: float, seed: int,
                 policies: Sequence[str], a_min: float = 0.0, console: Console = out,
                 show: bool = True, frames: Sequence[Path] = (),
                 specs: tuple[Workload | None, Workload | None] = (None, None),
-                ) -> dict[str, list[WindowResult]]:
-    """Run each policy for real on one local Ray instance; prints a progress bar and (with
-    ``show``) the per-window accuracy of each. ``frames`` replace the digits streams;
-    ``specs`` are the student's and the golden model's workloads (None: built-in)."""
+                cluster: Path | None = None, address: str | None = None,
+                device: str = "") -> dict[str, list[WindowResult]]:
+    """Run each policy for real on one local Ray instance (or on the cluster at
+    ``address``, whose ``device``, by default its fastest, the streams share); prints a
+    progress bar and (with ``show``) the per-window accuracy of each. ``frames`` replace
+    the digits streams; ``specs`` are the student's and the golden model's workloads (None:
+    built-in)."""
     from edgewise.runtime.emulation import EmulationConfig
-    from edgewise.runtime.ray_cluster import start_local
+    from edgewise.runtime.ray_cluster import connect
 
     for policy in policies:
         get_policy(policy)  # an unknown name fails before Ray starts
+    devices = edge_cluster() if cluster is None else load_cluster(cluster)
+    device = device or max(devices.devices, key=lambda d: d.speed).name
+    if device not in devices.device_names:
+        raise ConfigError(f"the cluster has no device {device!r} for the streams to share",
+                          field="--device")
     settings = RunSettings(window_s=window_s, seed=seed, a_min=a_min)
     models = edge_models(*specs, seed)  # the models are checked before Ray starts
     chosen: list[Stream] = list(frame_streams(frames, models)) if frames else list(
         digits_streams(streams, seed=seed, n_windows=windows))
-    problem = LiveProblem(tuple(chosen), windows, settings, student=specs[0], golden=specs[1])
-    runtime = start_local(edge_cluster(), EmulationConfig())
+    problem = LiveProblem(tuple(chosen), windows, settings, device=device, student=specs[0],
+                          golden=specs[1])
+    runtime = connect(devices, address or None, EmulationConfig())
     found: dict[str, list[WindowResult]] = {}
     try:
         for policy in policies:
@@ -224,15 +235,21 @@ def run(streams: int = Streams, windows: int = typer.Option(3, min=1, max=20),
         student_args: list[str] = StudentArgs, student_weights: Path | None = StudentWeights,
         golden: str | None = GoldenOpt, golden_args: list[str] = GoldenArgs,
         golden_weights: Path | None = GoldenWeights, input_shape: str | None = InputShapeOpt,
-        classes: int | None = ClassesOpt, as_json: bool = JsonOpt) -> None:
-    """Run the plan for real: per stream an inference and a retraining actor on one emulated
-    device, sharing it by the plan's shares; accuracy is measured against true labels (the
-    golden model's where frames have none)."""
+        classes: int | None = ClassesOpt,
+        cluster: Path | None = typer.Option(
+            None, help=f"cluster YAML (default: one emulated edge server, {DEVICE!r})"),
+        device: str = typer.Option("", help="the device the streams share (default: the "
+                                            "cluster's fastest)"),
+        address: str = Address, as_json: bool = JsonOpt) -> None:
+    """Run the plan for real: per stream an inference and a retraining actor on one device
+    (emulated, or of the cluster at --address, e.g. a testbed), sharing it by the plan's
+    shares; accuracy is measured against true labels (the golden model's where frames have
+    none)."""
     specs = model_specs(student, student_args, student_weights, golden, golden_args,
                         golden_weights, input_shape, classes)
     found = run_windows(streams, windows, window_s, seed, [policy], a_min,
                         console=err if as_json else out, show=not as_json, frames=frames,
-                        specs=specs)
+                        specs=specs, cluster=cluster, address=address, device=device)
     if as_json:
         print(json.dumps(run_json(found[policy], policy)))
 

@@ -11,7 +11,7 @@ import numpy as np
 import typer
 from rich.table import Table
 
-from edgewise.cli.common import err, out, state_dir, user_errors
+from edgewise.cli.common import Address, err, out, state_dir, user_errors
 from edgewise.cli.workload_opts import (
     ClassesOpt,
     InputShapeOpt,
@@ -245,3 +245,74 @@ def demo_part() -> None:
     """`edgewise demo`'s SROLE part (well under 45 s): the four methods pre-trained briefly
     and compared on a 10-node, 2-cluster network training VGG-16 at 100 % workload."""
     out.print(results_table(_simulate(list(METHOD_NAMES), "vgg-16", 10, 100.0, 20, 200, 0)))
+
+
+@app.command("run")
+@user_errors
+def run_command(
+    cluster: Path = typer.Argument(..., exists=True, dir_okay=False,
+                                   help="cluster YAML whose devices are the nodes"),
+    iterations: int = typer.Option(20, min=2, max=10_000, help="training iterations"),
+    origin: str = typer.Option("", help="the device the job starts from (default: the "
+                                        "cluster's head device)"),
+    seed: int = SeedOpt, address: str = Address, as_json: bool = JsonOpt,
+) -> None:
+    """Train the bench CNN model-parallel for real on the cluster (emulated, or joined with
+    --address): its four levels spread from ORIGIN over the other devices, one stage actor
+    per run of levels on a device; the losses and the measured iteration time (and in
+    device time: ÷ the cluster's time dilation)."""
+    from edgewise.cluster.schema import load_cluster
+    from edgewise.runtime.ray_cluster import connect
+
+    spec = load_cluster(cluster)
+    if origin and origin not in spec.device_names:
+        raise ConfigError(f"the cluster has no device {origin!r}", field="--origin")
+    runtime = connect(spec, address or None)
+    try:
+        run = _train_spread(runtime, origin, iterations, seed)
+    finally:
+        runtime.shutdown()
+    dilation = runtime.time_dilation
+    figures = {"devices": list(run.devices), "loss_first": round(run.losses[0], 4),
+               "loss_last": round(run.losses[-1], 4), "time_dilation": dilation,
+               "iteration_s": round(run.mean_iteration_s, 4),
+               "iteration_device_s": round(run.mean_iteration_s / dilation, 4)}
+    if as_json:
+        print(json.dumps(figures))
+        return
+    out.print(f"{len(run.losses)} iterations on {' -> '.join(run.devices)}: loss "
+              f"{figures['loss_first']} -> {figures['loss_last']}; {figures['iteration_s']} s "
+              f"per iteration ({figures['iteration_device_s']} s of device time)")
+
+
+def _train_spread(runtime: Any, origin: str, iterations: int, seed: int) -> Any:
+    """The bench CNN's levels spread from ``origin`` (default: the head device) over the
+    runtime's devices (its network: ``cluster_network``), trained for real; the MPRun."""
+    import torch
+
+    from edgewise.modelparallel.emulated import cluster_network
+    from edgewise.modelparallel.realbench import (
+        BENCH_BATCH,
+        BENCH_WIDTH,
+        LR,
+        OPTIMIZER,
+        bench_model,
+        digits_batches,
+        sequential_job,
+        sequential_levels,
+        spread_placement,
+    )
+    from edgewise.modelparallel.run import execute
+    from edgewise.modelparallel.schedule import Round
+    from edgewise.runtime.ray_cluster import head_device
+
+    spec = runtime.cluster
+    start = origin or head_device(spec).name
+    network = cluster_network(spec)
+    model = bench_model(seed, BENCH_WIDTH)
+    cuts = sequential_levels(model)
+    job = sequential_job(model, cuts, torch.zeros(1, 1, 8, 8), BENCH_BATCH,
+                         spec.device_names.index(start))
+    return execute(runtime, Round(network, (job,)), (spread_placement(network, job),),
+                   model=model, cuts=cuts, optimizer=OPTIMIZER, lr=LR,
+                   batches=list(digits_batches(BENCH_BATCH, iterations, seed)))[0]

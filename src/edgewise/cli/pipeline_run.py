@@ -13,7 +13,7 @@ import typer
 from rich.table import Table
 from torch import nn
 
-from edgewise.cli.common import err, out, user_errors
+from edgewise.cli.common import Address, err, out, user_errors
 from edgewise.cli.workload_opts import (
     ClassesOpt,
     InputShapeOpt,
@@ -23,7 +23,7 @@ from edgewise.cli.workload_opts import (
     workload_from_cli,
 )
 from edgewise.cluster.model import Cluster
-from edgewise.cluster.schema import cluster_from_dict
+from edgewise.cluster.schema import cluster_from_dict, load_cluster
 from edgewise.errors import ConfigError
 from edgewise.nn.chain import ModelChain
 from edgewise.nn.chain_cache import cached_chain as zoo_chain
@@ -46,10 +46,10 @@ from edgewise.pipeline.workload import (
     workload_problem,
 )
 from edgewise.runtime.faults import FaultInjector
-from edgewise.runtime.ray_cluster import start_local
+from edgewise.runtime.ray_cluster import connect
 from edgewise.wire.activation import ActivationCodec
 
-__all__ = ["ModelArg", "ModelOpt", "outcome_json", "pick_model", "plan", "run"]
+__all__ = ["ModelArg", "ModelOpt", "outcome_json", "pick_model", "plan", "run", "run_pipeline"]
 
 AsJson = Annotated[bool, typer.Option("--json", help="print one JSON object instead of tables")]
 ModelArg = typer.Argument(None, metavar="[MODEL]", help="a zoo model (" + ", ".join(zoo_names())
@@ -197,16 +197,33 @@ def run(model: str | None = ModelArg, model_opt: str | None = ModelOpt,
             3, min=1, max=4, help="with a model: each node offers just under 1/(N-1) of its "
             "memory, so that no plan has fewer than N stages"),
         kill_stage: int = typer.Option(-1, help="kill this stage after a sixth of the requests"),
-        seed: int = typer.Option(0), as_json: AsJson = False) -> None:
-    """Place MODEL (default: a small CNN) with bottleneck-search on four emulated Jetson
-    Nanos behind slow links, stream requests through the pipeline, check the outputs against
-    the unpartitioned model and compare the throughput with the plan's bound."""
+        cluster: Path | None = typer.Option(
+            None, help="cluster YAML whose manager dispatches and whose other devices host "
+                       "the stages (default: the shipped seifer-bench.yaml)"),
+        seed: int = typer.Option(0), address: str = Address, as_json: AsJson = False) -> None:
+    """Place MODEL (default: a small CNN) with bottleneck-search on four Jetson Nanos behind
+    slow links (emulated, or the cluster at --address, e.g. a testbed), stream requests
+    through the pipeline, check the outputs against the unpartitioned model and compare the
+    throughput with the plan's bound."""
     codec = ActivationCodec(compression, tolerance)  # type: ignore[arg-type]
     name = pick_model(model, model_opt)
     spec = None if name is None and workload is None else workload_from_cli(
         name, args=args, weights=weights, input_shape=input_shape, classes=classes,
         workload=workload)
-    cluster = cluster_from_dict(BENCH_CLUSTER, source="pipeline-run")
+    run_pipeline(spec, cluster, address or None, inputs=inputs, requests=requests,
+                 codec=codec, min_stages=min_stages, kill_stage=kill_stage, seed=seed,
+                 as_json=as_json)
+
+
+def run_pipeline(spec: Workload | None = None, cluster_file: Path | None = None,
+                 address: str | None = None, *, inputs: Path | None = None,
+                 requests: int | None = None, codec: ActivationCodec | None = None,
+                 min_stages: int = 3, kill_stage: int = -1, seed: int = 0,
+                 as_json: bool = False) -> None:
+    """`pipeline run` (and the demo's part): plan, stream, check, report."""
+    codec = codec or ActivationCodec("none")
+    cluster = (load_cluster(cluster_file) if cluster_file is not None
+               else cluster_from_dict(BENCH_CLUSTER, source="pipeline-run"))
     served = _served(spec, cluster, seed, min_stages)
     problem = served.problem
     outcome = simulate(problem, "bottleneck-search", seed=seed)
@@ -214,7 +231,7 @@ def run(model: str | None = ModelArg, model_opt: str | None = ModelOpt,
         out.print(_plan_table(problem, [outcome]))
     devices = [problem.nodes[i] for i in outcome.plan.nodes]
     batch = _inputs(served, spec, inputs, requests, seed)
-    runtime = start_local(cluster)
+    runtime = connect(cluster, address)
     try:
         done = execute(runtime, problem, outcome.plan, model=served.model, inputs=batch,
                        on_result=_killer(kill_stage, len(batch) // 6, devices, as_json),
@@ -222,12 +239,14 @@ def run(model: str | None = ModelArg, model_opt: str | None = ModelOpt,
     finally:
         runtime.shutdown()
     _report(done, compare_outputs(done.outputs, reference_outputs(served.model, batch)),
-            problem, outcome, len(batch), codec, as_json)
+            problem, outcome, len(batch), codec, as_json, runtime.time_dilation)
 
 
 def _report(done: PipelineRun, check: OutputCheck, problem: PipelineProblem,
             outcome: PipelineOutcome, requests: int, codec: ActivationCodec,
-            as_json: bool) -> None:
+            as_json: bool, dilation: float = 1.0) -> None:
+    """The figures (``--json``) or a line; the throughput against the bound in device time
+    (measured × ``dilation``, the time dilation of a cluster slower than its devices)."""
     lossless = codec.compression != "zfp"
     exact = lossless and check.max_abs_diff <= EXACT_ATOL
     figures = {"plan": outcome_json(problem, outcome), "requests": requests,
@@ -237,7 +256,7 @@ def _report(done: PipelineRun, check: OutputCheck, problem: PipelineProblem,
                "reference_max_abs": check.reference_max_abs,
                "outputs_equal_to_the_model": exact,
                "restarts": done.restarts, "resends": done.resends,
-               "duplicates": done.duplicates,
+               "duplicates": done.duplicates, "time_dilation": dilation,
                "timings": {"throughput_rps": done.throughput_rps,
                            "latency_p50_s": done.latency_p50_s, "seconds": done.seconds}}
     if as_json:
@@ -249,6 +268,11 @@ def _report(done: PipelineRun, check: OutputCheck, problem: PipelineProblem,
     order = "in order" if figures["in_order"] else "OUT OF ORDER"
     out.print(f"{len(done.outputs)} of {requests} results, {order}, {verdict}; largest "
               f"difference {check.max_abs_diff:.3g} (outputs up to "
-              f"{check.reference_max_abs:.3g}); throughput {done.throughput_rps:.1f}/s "
-              f"vs bound {outcome.throughput_rps:.1f}/s; restarts {done.restarts}, re-sent "
+              f"{check.reference_max_abs:.3g}); throughput {done.throughput_rps * dilation:.1f}/s "
+              f"vs bound {outcome.throughput_rps:.1f}/s{_dilated(dilation)}; restarts "
+              f"{done.restarts}, re-sent "
               f"{done.resends}, duplicates dropped {done.duplicates}")
+
+
+def _dilated(dilation: float) -> str:
+    return "" if dilation == 1.0 else f" (device time: measured x {dilation:.2f})"

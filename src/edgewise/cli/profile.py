@@ -5,13 +5,18 @@ from __future__ import annotations
 import json
 import math
 import statistics
+from collections.abc import Callable
+from contextlib import ExitStack
+from dataclasses import replace
 from pathlib import Path
 
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from edgewise.cli.common import err, out, user_errors, writable_folder
+from edgewise.cli.common import Address, err, out, state_dir, user_errors, writable_folder
+from edgewise.cluster.schema import load_cluster
+from edgewise.errors import ConfigError
 from edgewise.perf.profiler import ProfileResult, default_config, quick_config
 from edgewise.perf.profiler import profile as run_profile
 
@@ -62,16 +67,28 @@ def summary_table(result: ProfileResult) -> Table:
 def profile(
     output: Path = typer.Option(Path("profiles/host-x86.csv"), help="profile CSV; an "
                                 "existing one is resumed (recorded samples are skipped)"),
-    device_type: str = typer.Option("host-x86", help="catalog name recorded in each row"),
+    device_type: str = typer.Option("", help="catalog name recorded in each row (default: "
+                                             "host-x86, or the --device's type)"),
     quick: bool = typer.Option(False, help="a small grid (under a minute) instead of the "
                                            "full one (a few minutes)"),
     repeats: int = typer.Option(1, min=1, max=100, help="samples per grid point"),
+    device: str = typer.Option("", help="profile this device of a cluster where it runs "
+                                        "(with --testbed, or --address and --cluster) instead "
+                                        "of this host"),
+    testbed: str = typer.Option("", "--testbed", help="the testbed whose --device to profile"),
+    address: str = Address,
+    cluster: Path | None = typer.Option(None, help="the cluster YAML of --address"),
     as_json: bool = typer.Option(False, "--json", help="print the summary as one JSON object"),
 ) -> None:
-    """Profile the model-update task (DigitsCNN training steps) on this host under CPU and
-    memory stress points with the SIFT app co-located (Deep-Edge §IV-B1)."""
+    """Profile the model-update task (DigitsCNN training steps) under CPU and memory stress
+    points with the SIFT app co-located (Deep-Edge §IV-B1): on this host, or on a device of
+    a testbed or of any Ray cluster, where the stressors and the app share the device's own
+    CPU and memory and every update goes through a real parameter server."""
     writable_folder(output.parent, "--output")
-    config = (quick_config if quick else default_config)(device_type, repeats)
+    if device and not (testbed or address):
+        raise ConfigError("give --testbed NAME or --address (and --cluster)", field="--device")
+    if not device and (testbed or address):
+        raise ConfigError("name the device to profile", field="--device")
     bars = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                     TimeElapsedColumn(), console=err)
     with bars:
@@ -80,13 +97,51 @@ def profile(
         def progress(done: int, total: int, label: str) -> None:
             bars.update(task, completed=done, total=total, description=label)
 
-        result = run_profile(output, config, progress)
+        if device:
+            result = _on_device(output, device, device_type, quick, repeats, testbed,
+                                address, cluster, progress)
+        else:
+            config = (quick_config if quick else default_config)(device_type or "host-x86",
+                                                                 repeats)
+            result = run_profile(output, config, progress)
     if as_json:
         print(json.dumps({"path": str(result.path), "rows": len(result.samples),
                           "written": result.written, "skipped": result.skipped,
                           "points": [_plain(r) for r in summary_rows(result)]}))
     else:
         out.print(summary_table(result))
+
+
+def _on_device(output: Path, device: str, device_type: str, quick: bool, repeats: int,
+               testbed: str, address: str, cluster: Path | None,
+               progress: Callable[[int, int, str], None]) -> ProfileResult:
+    """Profile ``device`` of the testbed ``testbed`` (joined as its driver) or of the Ray
+    cluster at ``address`` whose devices ``cluster`` describes."""
+    from edgewise.runtime.devprofile import device_grid, profile_device
+    from edgewise.runtime.ray_cluster import connect
+    from edgewise.testbed.driver import joined
+    from edgewise.testbed.host import TestbedError
+    from edgewise.testbed.record import read_record
+
+    with ExitStack() as stack:
+        if testbed:
+            record = read_record(testbed, state_dir())
+            if record is None:
+                raise TestbedError(f"no testbed named {testbed!r}")
+            runtime = stack.enter_context(joined(record))
+        else:
+            if cluster is None:
+                raise ConfigError("--address needs the cluster's YAML", field="--cluster")
+            runtime = connect(load_cluster(cluster), address)
+            stack.callback(runtime.shutdown)
+        if device not in runtime.cluster.device_names:
+            raise ConfigError(f"the cluster has no device {device!r}", field="--device")
+        spec = runtime.cluster.device(device)
+        base = (quick_config if quick else default_config)(device_type or spec.type, repeats)
+        grid = device_grid(spec.memory_mb, (0, 50, 100) if quick else (0, 30, 60, 90),
+                           (0.0, 0.125) if quick else (0.0, 0.1, 0.25))
+        return profile_device(runtime, device, output, replace(base, grid=tuple(grid)),
+                              progress=progress)
 
 
 def _plain(row: dict[str, float | int | str]) -> dict[str, float | int | str | None]:

@@ -11,13 +11,14 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from edgewise.cli.common import err, out, user_errors
+from edgewise.cli.common import Address, err, out, user_errors
 from edgewise.cluster.model import Cluster
 from edgewise.cluster.schema import load_cluster
 from edgewise.errors import ConfigError
+from edgewise.runtime.ray_cluster import connect
 from edgewise.sites.problem import Plan, SitesProblem
 from edgewise.sites.realbench import demo_problem, real_problem
-from edgewise.sites.run import SiteRunConfig, SitesRun, execute_emulated
+from edgewise.sites.run import SiteRunConfig, SitesRun, emulated_cluster, execute, execute_emulated
 from edgewise.sites.scenario import default_scenario, load_scenario
 from edgewise.sites.sim import SimResult, plan_schedule, simulate
 
@@ -195,9 +196,10 @@ def plan_command(scenario: Scenario = None, policy: str = PolicyOpt, seed: int =
 
 def run_scenario(problem: SitesProblem, policy: str, seed: int,
                  epochs_per_slot: int | None = None, cluster: Cluster | None = None,
-                 as_json: bool = False) -> SitesRun:
-    """Plan with ``policy``, print the schedule, run it for real with a progress bar and
-    print per-slot accuracy and the moves (``as_json``: one JSON object, nothing else)."""
+                 as_json: bool = False, address: str | None = None) -> SitesRun:
+    """Plan with ``policy``, print the schedule, run it for real (emulated, or on the Ray
+    cluster at ``address``) with a progress bar and print per-slot accuracy and the moves
+    (``as_json``: one JSON object, nothing else)."""
     plan = plan_schedule(problem, policy, seed=seed)
     if not as_json:
         out.print(plan_table(problem, plan))
@@ -213,7 +215,7 @@ def run_scenario(problem: SitesProblem, policy: str, seed: int,
 
     config = SiteRunConfig(seed=seed, epochs_per_slot=epochs_per_slot)
     with bars:
-        run = execute_emulated(problem, plan, config=config, cluster=cluster, events=events)
+        run = _execute(problem, plan, config, cluster, events, address)
     if as_json:
         print(json.dumps({"plan": plan_json(problem, plan), "run": run_json(run)}))
         return run
@@ -225,6 +227,17 @@ def run_scenario(problem: SitesProblem, policy: str, seed: int,
     return run
 
 
+def _execute(problem: SitesProblem, plan: Plan, config: SiteRunConfig, cluster: Cluster | None,
+             events: Any, address: str | None) -> SitesRun:
+    if not address:
+        return execute_emulated(problem, plan, config=config, cluster=cluster, events=events)
+    runtime = connect(cluster or emulated_cluster(problem, plan, config), address)
+    try:
+        return execute(runtime, problem, plan, config=config, events=events)
+    finally:
+        runtime.shutdown()
+
+
 @app.command("run")
 @user_errors
 def run_command(scenario: Scenario = None, policy: str = PolicyOpt, seed: int = SeedOpt,
@@ -233,12 +246,13 @@ def run_command(scenario: Scenario = None, policy: str = PolicyOpt, seed: int = 
                 cluster: Path | None = typer.Option(
                     None, help="cluster YAML whose sites (by name) host the run; default: "
                                "emulated servers sized to the plan"),
-                as_json: AsJson = False) -> None:
-    """Plan with POLICY and carry the plan out on emulated sites (Ray, digits CNN): chunks
-    shipped over inter-site links, PS and workers moved between slots from checkpoints."""
+                address: str = Address, as_json: AsJson = False) -> None:
+    """Plan with POLICY and carry the plan out on the sites (emulated, or the cluster at
+    --address; Ray, digits CNN): chunks shipped over inter-site links, PS and workers moved
+    between slots from checkpoints."""
     problem = real_problem() if scenario is None else load_scenario(scenario)
     devices = None if cluster is None else load_cluster(cluster)
-    run_scenario(problem, policy, seed, epochs_per_slot or None, devices, as_json)
+    run_scenario(problem, policy, seed, epochs_per_slot or None, devices, as_json, address)
 
 
 def demo_part() -> None:

@@ -1,4 +1,4 @@
-"""`edgewise train` and `edgewise demo`: a real data-parallel model update on the cluster."""
+"""`edgewise train`: a real data-parallel model update on the cluster."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Annotated, Any
 
 import typer
 
-from edgewise.cli.common import err, out, state_dir, user_errors
+from edgewise.cli.common import Address, err, out, state_dir, user_errors
 from edgewise.cli.progress import TrainingProgress
 from edgewise.cli.render import cluster_table, result_table
 from edgewise.cluster.examples import examples_dir
@@ -17,9 +17,9 @@ from edgewise.runtime.engine import TrainResult, train
 from edgewise.runtime.faults import KillMidEpoch
 from edgewise.runtime.health import StrikeLedger
 from edgewise.runtime.plan import TrainConfig, equal_plan
-from edgewise.runtime.ray_cluster import start_local
+from edgewise.runtime.ray_cluster import connect
 
-__all__ = ["demo", "train_command"]
+__all__ = ["N_TRAIN", "run_equal_update", "train_command"]
 
 N_TRAIN = 1437  # samples in the digits training split
 EXAMPLES = examples_dir()
@@ -33,8 +33,10 @@ def _parse_kill(spec: str) -> tuple[str, int]:
 
 
 def run_equal_update(cluster_file: Path, config: TrainConfig, batch_size: int,
-               kill: str | None, ledger_path: Path | None) -> TrainResult:
-    """Start the emulated cluster, train with equal shards, show progress; the result."""
+                     kill: str | None, ledger_path: Path | None,
+                     address: str | None = None) -> TrainResult:
+    """Emulate the cluster (or join it at ``address``), train with equal shards, show
+    progress; the result."""
     cluster = load_cluster(cluster_file)
     hooks: list[Any] = []
     if kill:
@@ -42,9 +44,9 @@ def run_equal_update(cluster_file: Path, config: TrainConfig, batch_size: int,
         if device not in cluster.device_names:
             raise ConfigError(f"no device named {device!r}", field="--kill-worker")
         hooks.append(KillMidEpoch(device, epoch, N_TRAIN))
-    runtime = start_local(cluster)
+    runtime = connect(cluster, address or None)
     try:
-        out.print(cluster_table(cluster, runtime.stretch))
+        out.print(cluster_table(cluster, runtime.stretch if runtime.emulated else None))
         plan = equal_plan(cluster, N_TRAIN, batch_size)
         err.print(f"plan: equal shards {dict(plan.shards)}, batch {batch_size}, parameter "
                   f"server {plan.ps_device}, data store {plan.store_device}, {config.mode} loop")
@@ -68,55 +70,12 @@ def train_command(
     seed: int = typer.Option(0),
     kill_worker: str = typer.Option("", help="inject a crash: kill DEVICE's worker in EPOCH, "
                                              "as DEVICE@EPOCH"),
+    address: str = Address,
 ) -> None:
     """Run a real data-parallel model update (digits CNN) with equal shards."""
     if mode not in ("async", "sync"):
         raise ConfigError("must be async or sync", field="--mode")
     config = TrainConfig(mode=mode, epochs=epochs, learning_rate=learning_rate,  # type: ignore[arg-type]
                          seed=seed)
-    run_equal_update(file, config, batch_size, kill_worker or None, state_dir() / "strikes.json")
-
-
-@user_errors
-def demo(
-    kill_worker: str = typer.Option("nano-1@3", help="crash injected to show fault tolerance, "
-                                                     "DEVICE@EPOCH ('' for none)"),
-    epochs: int = typer.Option(8, min=1, max=100),
-) -> None:
-    """The main job, on the Deep-Edge testbed emulated on this host: (1) a real
-    parameter-server model update with equal shards, a worker killed mid-epoch and the job
-    recovering from its checkpoint; (2) the Deep-Edge plan for a testbed with one heavily
-    loaded Nano, run with SIFT really running beside the training on every worker; (3) a
-    CNN partitioned over emulated Jetson Nanos behind slow links, one stage killed
-    mid-stream and every request answered once; (4) Ekya's thief vs uniform on drifting
-    digits streams, retraining and inference really sharing a device; (5) Okita planning a
-    job over three edge sites and running it with a migration; (6) SROLE's methods placing
-    VGG-16 training on a 10-node network."""
-    out.rule("1. data-parallel model update with a crash injected")
-    result = run_equal_update(EXAMPLES / "deep-edge-testbed.yaml", TrainConfig(epochs=epochs), 32,
-                        kill_worker or None, None)
-    for lost in result.interruptions:
-        since = f"the epoch-{lost.epoch - 1} checkpoint" if lost.epoch else "the start"
-        out.print(f"fault: {lost.member} on {lost.device} ({lost.reason}); strikes now "
-                  f"{lost.strikes}; the job resumed from {since}")
-    out.print(f"[bold]final validation accuracy {result.val_accuracy:.3f}[/]")
-    out.rule("2. Deep-Edge: interference-aware plan, background apps running")
-    from edgewise.cli.update import DEMO_STATE, run_plan
-
-    run_plan(EXAMPLES / "deep-edge-testbed.yaml", "deep-edge", [DEMO_STATE], epochs, 0.0)
-    out.rule("3. SEIFER: partitioned inference on slow links, a stage killed mid-stream")
-    from edgewise.cli.pipeline_run import run as run_pipeline_demo
-
-    run_pipeline_demo(requests=60, kill_stage=1, seed=0)
-    out.rule("4. Ekya: retraining and inference sharing one device, drifting streams")
-    from edgewise.cli.continual import demo_part as continual_demo
-
-    continual_demo()
-    out.rule("5. Okita: a learning job scheduled across edge sites, moved between slots")
-    from edgewise.cli.sites import demo_part as sites_demo
-
-    sites_demo()
-    out.rule("6. SROLE: shielded multi-agent placement of model-parallel training")
-    from edgewise.cli.modelparallel import demo_part as srole_demo
-
-    srole_demo()
+    run_equal_update(file, config, batch_size, kill_worker or None, state_dir() / "strikes.json",
+                     address)

@@ -10,7 +10,7 @@ import numpy as np
 import typer
 from rich.table import Table
 
-from edgewise.cli.common import err, out, state_dir, user_errors, writable_folder
+from edgewise.cli.common import Address, err, out, state_dir, user_errors, writable_folder
 from edgewise.cli.progress import TrainingProgress
 from edgewise.cli.render import result_table
 from edgewise.cluster.schema import load_cluster
@@ -18,7 +18,7 @@ from edgewise.errors import ConfigError
 from edgewise.nn.workload import Workload, load_workload, validate
 from edgewise.runtime.health import StrikeLedger
 from edgewise.runtime.plan import TrainConfig
-from edgewise.runtime.ray_cluster import start_local
+from edgewise.runtime.ray_cluster import connect
 from edgewise.update.policies import REGISTRY
 from edgewise.update.problem import UpdatePlan, UpdateProblem
 from edgewise.update.run import UpdateRun, cluster_problem, execute
@@ -144,11 +144,11 @@ def run(file: ClusterFile, policy: str = PolicyName, state: list[str] = States,
         epochs: int = typer.Option(5, min=1, max=1000),
         target_accuracy: float = typer.Option(0.0, min=0.0, max=1.0,
                                               help="stop early at this accuracy (0: off)"),
-        workload: Path | None = WorkloadOpt) -> None:
-    """Plan with POLICY, then run the update on the emulated cluster (the digits CNN, or
-    --workload: your model on your data) with every background app really running; report
-    epochs and each app's deadline misses."""
-    run_plan(file, policy, state, epochs, target_accuracy, workload)
+        workload: Path | None = WorkloadOpt, address: str = Address) -> None:
+    """Plan with POLICY, then run the update on the cluster (emulated, or joined with
+    --address) with every background app really running, training the digits CNN or, with
+    --workload, your model on your data; report epochs and each app's deadline misses."""
+    run_plan(file, policy, state, epochs, target_accuracy, address, workload)
 
 
 # A Nano under CPU and GPU stress: SIFT meets its deadline idle (175 ms) but not with training.
@@ -156,13 +156,16 @@ DEMO_STATE = "nano-2=65,75,30"
 
 
 def run_plan(file: Path, policy: str, state: list[str], epochs: int,
-             target_accuracy: float, workload_file: Path | None = None) -> UpdateRun:
-    """Plan, show the plan, run it with the background apps, show the measurements."""
+             target_accuracy: float, address: str | None = None,
+             workload_file: Path | None = None) -> UpdateRun:
+    """Plan, show the plan, run it with the background apps (on the emulated cluster, or
+    the one at ``address``), show the measurements."""
     workload, found = _workload(workload_file)
     samples = found or N_DIGITS
     problem, result = _plan(file, policy, state, samples)
     out.print(plan_table(problem, result))
-    runtime = start_local(load_cluster(file))
+    runtime = connect(load_cluster(file), address or None)
+    emulated = runtime.emulated
     config = TrainConfig(epochs=epochs, target_accuracy=target_accuracy or None,
                          workload=workload)
     try:
@@ -173,10 +176,16 @@ def run_plan(file: Path, policy: str, state: list[str], epochs: int,
         runtime.shutdown()
     out.print(result_table(done.result))
     out.print(apps_table(done))
-    err.print("The plan's times are predicted by the calibrated device models; the measured "
-              "times are the emulated digits update's. On an emulated cluster every background "
-              "app runs on this host's cores beside all the training, so their misses measure "
-              "the host's contention as much as the plan (see docs/deep-edge.md).")
+    if runtime.time_dilation != 1.0:
+        err.print(f"This cluster runs {runtime.time_dilation:.2f}x slower than its devices "
+                  "(a testbed's time dilation): epoch seconds above are measured here, the "
+                  "apps' execution times are in device time.")
+    if emulated:
+        err.print("The plan's times are predicted by the calibrated device models; the "
+                  "measured times are the emulated digits update's. On an emulated cluster "
+                  "every background app runs on this host's cores beside all the training, "
+                  "so their misses measure the host's contention as much as the plan (see "
+                  "docs/deep-edge.md).")
     return done
 
 

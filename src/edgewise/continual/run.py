@@ -205,9 +205,14 @@ def execute(runtime: RayRuntime, problem: LiveProblem, policy: str | Policy, /, 
     or a callable), run the jobs at the planned shares and re-plan whenever a retraining
     completes (Algorithm 1). Ekya plans online, on profiles measured during the run, so
     the executor takes the policy that makes each window's plan rather than a plan made in
-    advance. Returns one measured ``WindowResult`` per window."""
+    advance. On a cluster slower than its devices (``runtime.time_dilation``) the windows
+    stretch alike. Returns one measured ``WindowResult`` per window."""
     planner = get_policy(policy) if isinstance(policy, str) else policy  # fails before Ray
     settings = problem.settings
+    if not runtime.emulated:  # real devices are as slow as they are: nothing to stretch;
+        # a cluster slower than its devices (time dilation) gets windows as much longer
+        settings = replace(settings, stretch=1.0,
+                           window_s=settings.window_s * runtime.time_dilation)
     models = edge_models(problem.student, problem.golden, settings.seed)
     golden = models.golden
     holdout = problem.holdout or _holdout(problem.streams, settings.seed)

@@ -6,11 +6,12 @@ from __future__ import annotations
 
 from edgewise.cluster.model import Cluster, Device, Link
 from edgewise.modelparallel.jct import occupancy, pair_rates_mbps
-from edgewise.modelparallel.problem import EdgeNetwork, TaskPlacement
+from edgewise.modelparallel.problem import EdgeNetwork, EdgeNode, TaskPlacement
 from edgewise.modelparallel.schedule import Plan, Round
 from edgewise.runtime.emulation import EmulationConfig
 
-__all__ = ["network_cluster", "network_emulation", "shared_links", "stage_runs"]
+__all__ = ["cluster_network", "network_cluster", "network_emulation", "shared_links",
+           "stage_runs"]
 
 
 def network_cluster(network: EdgeNetwork, name: str = "srole-real") -> Cluster:
@@ -26,6 +27,16 @@ def network_cluster(network: EdgeNetwork, name: str = "srole-real") -> Cluster:
                   if i < j)  # fmt: skip
     default = Link("*", "*", float(min(lk.bandwidth_mbps for lk in links) if links else 1e3), 0.0)
     return Cluster(name, devices, default, links)
+
+
+def cluster_network(cluster: Cluster) -> EdgeNetwork:
+    """The environment's network of a cluster file (the inverse of :func:`network_cluster`):
+    one node per device, named like it, with its speed as its CPU, its memory, and its
+    fastest link as its own link; one group of nodes, all within range of each other."""
+    nodes = tuple(EdgeNode(d.name, d.speed, float(d.memory_mb), max(
+        cluster.link(d.name, o.name).bandwidth_mbps for o in cluster.devices if o != d))
+        for d in cluster.devices)
+    return EdgeNetwork(nodes, (0,) * len(nodes))
 
 
 def network_emulation(network: EdgeNetwork, host_cores: int | None = None) -> EmulationConfig:

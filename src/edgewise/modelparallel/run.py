@@ -155,7 +155,7 @@ class ModelParallelTrainer:
                                              last=k == n - 1, input_link=source)
 
     def _link(self, a: str, b: str) -> Link:
-        return self.links.get((a, b)) or self.runtime.cluster.link(a, b)
+        return self.runtime.transport_link(a, b, self.links.get((a, b)))
 
     def step(self, x: np.ndarray[Any, Any], y: np.ndarray[Any, Any]) -> tuple[float, float]:
         """One training iteration on the batch ``(x, y)``: the loss before the update and the

@@ -1,10 +1,18 @@
-"""Live utilisation of the machine this runs on: CPU, memory and (where NVML exists) accelerator."""
+"""Live utilisation of the machine this runs on: CPU, memory and (where NVML exists)
+accelerator; the machine is the device a cgroup's CPU quota holds this process to, if any
+(``perf.limits``), else the host."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import psutil
 
+from edgewise.perf.limits import CgroupDevice, CpuMeter, cgroup_device
+
 __all__ = ["sample_metrics"]
+
+_METERS: dict[Path, CpuMeter] = {}  # per cgroup: CPU used since the previous sample
 
 
 def _nvml_percent() -> dict[str, float]:
@@ -22,8 +30,23 @@ def _nvml_percent() -> dict[str, float]:
         return {}
 
 
+def _device_metrics(device: CgroupDevice) -> dict[str, float]:
+    meter = _METERS.get(device.cpu_usage_file)
+    if meter is None:
+        meter = _METERS[device.cpu_usage_file] = CpuMeter(device)
+    limit = min(device.memory_limit_bytes, psutil.virtual_memory().total)
+    used = device.memory_used_bytes()
+    return {"cpu_percent": meter.percent(), "memory_percent": 100.0 * used / limit,
+            "memory_used_mb": used / 2**20, "load_1m": float(psutil.getloadavg()[0]),
+            **_nvml_percent()}
+
+
 def sample_metrics() -> dict[str, float]:
-    """CPU and memory utilisation of the machine this runs on, and its accelerator's."""
+    """CPU and memory utilisation of the machine this runs on (a cgroup's device: against
+    its quota and memory limit, CPU since the previous call), and its accelerator's."""
+    device = cgroup_device()
+    if device is not None:
+        return _device_metrics(device)
     mem = psutil.virtual_memory()
     return {
         "cpu_percent": float(psutil.cpu_percent(interval=None)),

@@ -3,7 +3,6 @@ with the SIFT app co-located, one row of ``schema.COLUMNS`` per sample, resumabl
 
 from __future__ import annotations
 
-import csv
 import math
 import platform
 import statistics
@@ -11,24 +10,21 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-import torch
-from torch import nn
 
 from edgewise.errors import EdgewiseError
-from edgewise.nn.data import digits_split
-from edgewise.nn.models import DigitsCNN, make_optimizer
 from edgewise.perf.app_process import BackgroundApp, start_background_app
 from edgewise.perf.metrics import sample_metrics
+from edgewise.perf.profile_file import Sample, append_sample, read_samples
 from edgewise.perf.schema import COLUMNS
+from edgewise.perf.step_trainer import StepTrainer, Update
 from edgewise.perf.stress import Stressor, StressPoint, stress_grid, stress_ng_path
-from edgewise.wire.state import decode_state_dict, encode_state_dict
 
-__all__ = ["ProfileConfig", "ProfileResult", "Sample", "default_config", "profile",
-           "quick_config", "sample_key"]
+__all__ = ["Measurer", "PointProfiler", "ProfileConfig", "ProfileResult", "Sample",
+           "default_config", "profile", "quick_config", "sample_key"]
 
 ProgressFn = Callable[[int, int, str], None]
 State = tuple[float, float, float]
@@ -38,7 +34,9 @@ State = tuple[float, float, float]
 class ProfileConfig:
     """What to profile: the stress ``grid``, ``batch_sizes``, ``repeats`` of each, ``step_s``
     seconds of training per sample, ``settle_s`` after starting a stressor (plus 1 s per
-    2 GB it must fill), the co-located app and its period."""
+    2 GB it must fill), the co-located app and its period. ``time_dilation`` is how much
+    slower than the device the machine runs (a testbed's common factor): rows record device
+    time (measured times ÷ it) and the app's period is stretched by it."""
 
     grid: tuple[StressPoint, ...]
     batch_sizes: tuple[int, ...] = (8, 16, 32, 64)
@@ -49,6 +47,7 @@ class ProfileConfig:
     app_kind: str = "sift"
     app_period_ms: float = 200.0
     seed: int = 0
+    time_dilation: float = 1.0
 
 
 def default_config(device_type: str = "host-x86", repeats: int = 1) -> ProfileConfig:
@@ -69,18 +68,6 @@ def sample_key(point: StressPoint, batch_size: int, repeat: int) -> str:
 
 
 @dataclass(frozen=True, slots=True)
-class Sample:
-    """One profile row and where in the grid it was measured."""
-
-    key: str
-    row: dict[str, str | float | int] = field(hash=False)
-
-    @property
-    def point(self) -> str:
-        return self.key.rsplit("/", 2)[0]
-
-
-@dataclass(frozen=True, slots=True)
 class ProfileResult:
     """The profile file, rows written now, grid samples skipped as already recorded, and
     every sample in the file."""
@@ -89,41 +76,6 @@ class ProfileResult:
     written: int
     skipped: int
     samples: tuple[Sample, ...]
-
-
-class _Trainer:
-    """DigitsCNN training steps on digits, one thread: forward + backward timed as compute;
-    push + update + pull timed as gradients encoded and decoded with the project transport,
-    an Adam step, then the weights encoded and decoded and loaded (the update is local, so
-    the parameter server is this host and no network is crossed)."""
-
-    def __init__(self, seed: int) -> None:
-        torch.set_num_threads(1)
-        torch.manual_seed(seed)
-        train, _ = digits_split(seed=seed)
-        self.x, self.y = torch.from_numpy(train.x), torch.from_numpy(train.y)
-        self.model: nn.Module = DigitsCNN()
-        self.opt = make_optimizer("adam", self.model, 0.003)
-        self.rng = np.random.default_rng(seed)
-
-    def step(self, batch: int) -> tuple[float, float]:
-        """One step; (compute seconds, update seconds)."""
-        idx = torch.from_numpy(self.rng.choice(len(self.y), size=batch, replace=False))
-        t0 = time.perf_counter()
-        self.opt.zero_grad(set_to_none=True)
-        loss = nn.functional.cross_entropy(self.model(self.x[idx]), self.y[idx])
-        loss.backward()  # type: ignore[no-untyped-call]
-        t1 = time.perf_counter()
-        params = dict(self.model.named_parameters())
-        grads = {n: p.grad for n, p in params.items() if p.grad is not None}
-        pushed = decode_state_dict(encode_state_dict(grads))
-        for name, grad in pushed.items():
-            params[name].grad = grad
-        self.opt.step()
-        pulled = decode_state_dict(
-            encode_state_dict(self.model.state_dict()))
-        self.model.load_state_dict(pulled)
-        return t1 - t0, time.perf_counter() - t1
 
 
 def _state(metrics: dict[str, float]) -> State:
@@ -172,10 +124,12 @@ def _keep_training(t0: float, step_s: float, steps: int, app: BackgroundApp | No
         and elapsed < step_s + APP_WAIT_S
 
 
-def _measure(trainer: _Trainer, batch: int, step_s: float,
-             app: BackgroundApp | None) -> dict[str, float]:
-    """One sample's measured values (all but the identifying columns)."""
-    before = _state_now()
+def _measure(trainer: StepTrainer, batch: int, step_s: float, app: BackgroundApp | None,
+             before: State, dilation: float = 1.0,
+             ps_state: State | None = None) -> dict[str, float]:
+    """One sample's measured values (all but the identifying columns) from the state
+    ``before`` training, times in device time (÷ ``dilation``); the server's state is
+    ``ps_state`` (default: this machine's)."""
     for _ in range(2):  # warm-up at this batch size, not timed
         trainer.step(batch)
     computes: list[float] = []
@@ -189,47 +143,13 @@ def _measure(trainer: _Trainer, batch: int, step_s: float,
     t1 = time.monotonic()
     new = np.percentile(np.array(states or [before]), 95, axis=0)
     execs = app.exec_ms_between(t0, t1) if app else []
+    ps = before if ps_state is None else ps_state
     return {"cpu": before[0], "gpu": before[1], "mem": before[2],
-            "ps_cpu": before[0], "ps_gpu": before[1], "ps_mem": before[2],
-            "compute_s_per_sample": statistics.median(computes) / batch,
-            "update_s": statistics.median(updates),
+            "ps_cpu": ps[0], "ps_gpu": ps[1], "ps_mem": ps[2],
+            "compute_s_per_sample": statistics.median(computes) / batch / dilation,
+            "update_s": statistics.median(updates) / dilation,
             "new_cpu": float(new[0]), "new_gpu": float(new[1]), "new_mem": float(new[2]),
-            "app_exec_ms": float(np.percentile(execs, 95)) if execs else math.nan}
-
-
-def _keys_path(path: Path) -> Path:
-    return path.with_name(path.name + ".keys")
-
-
-def _read_existing(path: Path, device_type: str) -> list[Sample]:
-    """The samples already in ``path`` (with keys from its ``.keys`` side file)."""
-    if not path.exists() or path.stat().st_size == 0:
-        return []
-    with path.open(newline="") as fh:
-        reader = csv.DictReader(fh)
-        if tuple(reader.fieldnames or ()) != COLUMNS:
-            raise EdgewiseError(f"{path}: not a profile (its columns differ from the schema)")
-        rows = list(reader)
-    keys_file = _keys_path(path)
-    keys = keys_file.read_text().split() if keys_file.exists() else []
-    if len(keys) < len(rows):
-        raise EdgewiseError(f"{path}: cannot resume, {keys_file} lists {len(keys)} keys for "
-                            f"{len(rows)} rows; move the profile away to start afresh")
-    if any(r["device_type"] != device_type for r in rows):
-        raise EdgewiseError(f"{path}: holds rows of another device type than {device_type!r}")
-    return [Sample(k, dict(r)) for k, r in zip(keys, rows, strict=False)]
-
-
-def _append(path: Path, sample: Sample) -> None:
-    """Append one row and its key, creating the file with its header when new."""
-    new = not path.exists() or path.stat().st_size == 0
-    with path.open("a", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=COLUMNS)
-        if new:
-            writer.writeheader()
-        writer.writerow(sample.row)
-    with _keys_path(path).open("a") as fh:
-        fh.write(sample.key + "\n")
+            "app_exec_ms": float(np.percentile(execs, 95)) / dilation if execs else math.nan}
 
 
 def _pending(config: ProfileConfig, done: set[str]) -> list[tuple[StressPoint, int, int]]:
@@ -237,11 +157,16 @@ def _pending(config: ProfileConfig, done: set[str]) -> list[tuple[StressPoint, i
             for b in config.batch_sizes if sample_key(p, b, r) not in done]
 
 
-def profile(output: Path, config: ProfileConfig,
-            progress: ProgressFn | None = None) -> ProfileResult:
-    """Profile the model-update task on this host under every stress point of the grid with
-    the background app running, appending one row per sample to ``output`` (CSV, columns
-    ``schema.COLUMNS``); samples already recorded there are skipped.
+Measurer = Callable[[StressPoint, list[tuple[int, int]], Callable[[Sample], None]], list[Sample]]
+"""Measures one stress point's (batch, repeat) samples somewhere, calling back with each."""
+
+
+def profile(output: Path, config: ProfileConfig, progress: ProgressFn | None = None,
+            measurer: Measurer | None = None) -> ProfileResult:
+    """Profile the model-update task on this host (or where ``measurer`` measures, e.g. a
+    testbed device) under every stress point of the grid with the background app running,
+    appending one row per sample to ``output`` (CSV, columns ``schema.COLUMNS``); samples
+    already recorded there are skipped.
 
     Raises
     ------
@@ -250,46 +175,112 @@ def profile(output: Path, config: ProfileConfig,
     """
     if config.repeats < 1 or not config.batch_sizes or min(config.batch_sizes) < 1:
         raise EdgewiseError("repeats and batch sizes must be positive")
-    samples = _read_existing(output, config.device_type)
+    samples = read_samples(output, config.device_type)
     todo = _pending(config, {s.key for s in samples})
     skipped = len(config.grid) * len(config.batch_sizes) * config.repeats - len(todo)
     if any(not p.idle for p, _, _ in todo):
         stress_ng_path()  # fail before measuring anything
     if todo:
         output.parent.mkdir(parents=True, exist_ok=True)
-        samples += _run(output, config, todo, progress)
+        samples += _run(output, config, todo, progress, measurer)
     elif progress:
         progress(0, 0, "all recorded")
     return ProfileResult(output, len(todo), skipped, tuple(samples))
 
 
-def _row(config: ProfileConfig, host: str, batch: int,
-         values: dict[str, float]) -> dict[str, str | float | int]:
-    """A full row in schema order: one local worker, so ``batch_mean`` is the batch."""
+def _row(config: ProfileConfig, host: str, batch: int, values: dict[str, float],
+         n_workers: int = 1, batch_mean: float | None = None) -> dict[str, str | float | int]:
+    """A full row in schema order; by default one worker, so ``batch_mean`` is the batch."""
     row: dict[str, str | float | int] = {
-        "device_type": config.device_type, "host": host, "batch_size": batch, "n_workers": 1,
-        "batch_mean": batch, "app_kind": config.app_kind, **values}
+        "device_type": config.device_type, "host": host, "batch_size": batch,
+        "n_workers": n_workers, "batch_mean": batch if batch_mean is None else batch_mean,
+        "app_kind": config.app_kind, **values}
     return {c: row[c] for c in COLUMNS}
 
 
+class PointProfiler:
+    """Measures grid samples in this process (its machine: the host, or the device a cgroup
+    holds it to): the trainer and the co-located app (none when ``config.app_kind`` is
+    empty) live across stress points; each point runs under its stressor. ``update`` sends
+    each step's gradients to a parameter server elsewhere (default: a local update);
+    ``ps_state`` is that server's state."""
+
+    def __init__(self, config: ProfileConfig, update: Update | None = None,
+                 ps_state: State | None = None) -> None:
+        self.config, self.ps_state = config, ps_state
+        self.trainer, self.host = StepTrainer(config.seed, update), platform.node()
+        self.app = start_background_app(
+            config.app_kind, config.app_period_ms * config.time_dilation,
+            seed=config.seed) if config.app_kind else None
+        self._stop_load = threading.Event()
+
+    def point(self, point: StressPoint, items: list[tuple[int, int]],
+              on_sample: Callable[[Sample], None] | None = None, *, n_workers: int = 1,
+              batch_mean: float | None = None) -> list[Sample]:
+        """The samples ``items`` ((batch, repeat) pairs) at stress ``point``, recorded as
+        measured among ``n_workers`` workers of mean batch ``batch_mean`` (default: alone)."""
+        config = self.config
+        budget = config.settle_s + len(items) * (config.step_s + 5.0) + 60.0
+        out: list[Sample] = []
+        with Stressor.at(point, timeout_s=budget * config.time_dilation):
+            time.sleep(config.settle_s + point.memory_mb / 2048)
+            before = _state_now(self._state_window_s())
+            for batch, repeat in items:
+                values = _measure(self.trainer, batch, config.step_s, self.app, before,
+                                  config.time_dilation, self.ps_state)
+                out.append(Sample(sample_key(point, batch, repeat), _row(
+                    config, self.host, batch, values, n_workers, batch_mean)))
+                if on_sample is not None:
+                    on_sample(out[-1])
+        return out
+
+    def _state_window_s(self) -> float:
+        """How long the state before training is averaged: two periods of the app (so that
+        its load counts whatever the phase), at least a quarter second of device time."""
+        config = self.config
+        periods = 2 * config.app_period_ms / 1000 if self.app is not None else 0.0
+        return max(periods, 0.25) * config.time_dilation
+
+    def load(self, seconds: float, batch: int) -> int:
+        """Train at ``batch`` for ``seconds`` or until :meth:`stop_load` (a companion
+        worker loading the parameter server while another device is measured); steps."""
+        self._stop_load.clear()
+        steps, deadline = 0, time.monotonic() + seconds
+        while time.monotonic() < deadline and not self._stop_load.is_set():
+            self.trainer.step(batch)
+            steps += 1
+        return steps
+
+    def stop_load(self) -> None:
+        self._stop_load.set()
+
+    def close(self) -> None:
+        if self.app is not None:
+            self.app.stop()
+
+
 def _run(output: Path, config: ProfileConfig, todo: list[tuple[StressPoint, int, int]],
-         progress: ProgressFn | None) -> list[Sample]:
+         progress: ProgressFn | None, measurer: Measurer | None) -> list[Sample]:
     """Measure the pending samples, grouped by stress point; the new samples."""
-    trainer, host = _Trainer(config.seed), platform.node()
     written: list[Sample] = []
-    with start_background_app(config.app_kind, config.app_period_ms, seed=config.seed) as app:
+    keys = [sample_key(p, b, r) for p, b, r in todo]
+
+    def record(sample: Sample) -> None:  # progress names the sample measured next
+        written.append(sample)
+        append_sample(output, sample)
+        if progress and len(written) < len(todo):
+            progress(len(written), len(todo), keys[len(written)])
+
+    if progress:
+        progress(0, len(todo), keys[0])
+    local = PointProfiler(config) if measurer is None else None
+    measure: Measurer = local.point if local is not None else measurer  # type: ignore[assignment]
+    try:
         for point in dict.fromkeys(p for p, _, _ in todo):
-            items = [(b, r) for p, b, r in todo if p == point]
-            budget = config.settle_s + len(items) * (config.step_s + 5.0) + 60.0
-            with Stressor.at(point, timeout_s=budget):
-                time.sleep(config.settle_s + point.memory_mb / 2048)
-                for batch, repeat in items:
-                    key = sample_key(point, batch, repeat)
-                    if progress:
-                        progress(len(written), len(todo), key)
-                    values = _measure(trainer, batch, config.step_s, app)
-                    written.append(Sample(key, _row(config, host, batch, values)))
-                    _append(output, written[-1])
+            measure(point, [(b, r) for p, b, r in todo if p == point], record)
+    finally:
+        if local is not None:
+            local.close()
     if progress:
         progress(len(written), len(todo), "done")
     return written

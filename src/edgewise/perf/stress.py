@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import math
 import os
 import shutil
 import signal
@@ -15,6 +16,7 @@ from dataclasses import dataclass
 import psutil
 
 from edgewise.errors import EdgewiseError
+from edgewise.perf.limits import cgroup_device
 
 __all__ = ["StressPoint", "Stressor", "default_memory_levels_mb", "stress_grid",
            "stress_ng_path"]
@@ -51,6 +53,10 @@ def default_memory_levels_mb(fractions: Iterable[float] = (0.0, 0.1, 0.25),
     """Memory levels as fractions of the memory available now, capped and rounded to 64 MB
     (so that the grid fits a 4 GB Jetson Nano as well as a workstation)."""
     available = psutil.virtual_memory().available / 2**20
+    device = cgroup_device()
+    if device is not None:
+        limit = min(device.memory_limit_bytes, psutil.virtual_memory().total)
+        available = min(available, (limit - device.memory_used_bytes()) / 2**20)
     return tuple(int(min(f * available, cap_mb)) // 64 * 64 for f in fractions)
 
 
@@ -64,7 +70,9 @@ def stress_ng_path() -> str:
 
 
 class Stressor:
-    """stress-ng with ``cpu_percent`` load on ``cpu_workers`` workers (default: every core),
+    """stress-ng with ``cpu_percent`` load on ``cpu_workers`` workers (default: every core;
+    in a cgroup with a CPU quota of ``q`` cores, ``ceil(q)`` workers loading the quota to
+    ``cpu_percent``, since the quota is the device's CPU),
     ``memory_mb`` allocated once and held (``--vm-hang 0``: memory pressure without CPU load)
     and ``io_workers`` disk writers (``--hdd``, 64 MB each, in the temp dir). It runs in its own
     process group, is always bounded by ``timeout_s`` and is stopped by :meth:`stop` or on
@@ -78,7 +86,12 @@ class Stressor:
         if memory_mb < 0 or io_workers < 0 or timeout_s <= 0:
             raise EdgewiseError("memory_mb and io_workers must be >= 0, timeout_s > 0")
         self.point = StressPoint(cpu_percent, memory_mb, io_workers)
-        self.cpu_workers = cpu_workers or os.cpu_count() or 1
+        self.cpu_workers, self.cpu_load = cpu_workers or os.cpu_count() or 1, cpu_percent
+        device = cgroup_device() if cpu_workers is None else None
+        if device is not None and cpu_percent:
+            self.cpu_workers = max(1, math.ceil(device.quota_cores - 1e-6))
+            share = cpu_percent * device.quota_cores / self.cpu_workers
+            self.cpu_load = max(1, min(100, round(share)))
         self.timeout_s = timeout_s
         self.proc: subprocess.Popen[bytes] | None = None
 
@@ -92,7 +105,7 @@ class Stressor:
         cmd = [stress_ng_path(), "--timeout", f"{max(1, round(self.timeout_s))}s", "--quiet",
                "--temp-path", tempfile.gettempdir()]
         if p.cpu_percent:
-            cmd += ["--cpu", str(self.cpu_workers), "--cpu-load", str(p.cpu_percent)]
+            cmd += ["--cpu", str(self.cpu_workers), "--cpu-load", str(self.cpu_load)]
         if p.memory_mb:
             cmd += ["--vm", "1", "--vm-bytes", f"{p.memory_mb}M", "--vm-hang", "0"]
         if p.io_workers:

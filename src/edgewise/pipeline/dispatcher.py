@@ -181,6 +181,11 @@ class Dispatcher:
                 total[key] = total.get(key, 0) + value
         return total
 
+    def stage_timings(self) -> list[dict[str, float]]:
+        """Each live stage's frames processed and wall seconds computing, in pipeline order
+        (a restarted stage counts from its restart)."""
+        return [dict(t) for t in ray.get([s.handle.timing.remote() for s in self.stages])]
+
     def close(self) -> None:
         """Kill the stages and the endpoint."""
         for actor in [*(s.handle for s in self.stages), self.endpoint]:
@@ -212,7 +217,7 @@ class Dispatcher:
                                                                    stages[k].device)
         nxt = stages[k + 1] if k + 1 < len(stages) else None
         hop, peer = (nxt.handle, nxt.device) if nxt else (self.endpoint, self.device)
-        return src.connect.remote(hop, self.runtime.cluster.link(device, peer))
+        return src.connect.remote(hop, self.runtime.transport_link(device, peer))
 
     def _start(self, stage: _Stage, device: str) -> Any:
         options = self.runtime.actor_options(device, stage.memory_mb, stage.name)
@@ -269,13 +274,21 @@ class Dispatcher:
                 timeout=self.startup_timeout_s)
 
     def _restart_device(self, old: _Stage) -> str:
-        if self.restart == "same":
+        """Where a failed stage starts again: its device, or (``restart="other"``, or when
+        its device is gone: a plan on a dead device would wait forever) the first free
+        device that fits and is not lost; with none free, the live device with the most
+        memory, beside what it runs already."""
+        lost = self.runtime.lost_devices()
+        if self.restart == "same" and old.device not in lost:
             return old.device
-        busy = {s.device for s in self.stages} | {self.device}
+        busy = {s.device for s in self.stages} | {self.device} | lost
         for d in self.runtime.cluster.devices:
             if d.name not in busy and d.memory_mb >= old.memory_mb:
                 return d.name
-        return old.device
+        alive = [d for d in self.runtime.cluster.devices if d.name not in lost]
+        if old.device not in lost or not alive:
+            return old.device
+        return max(alive, key=lambda d: d.memory_mb).name
 
     def _retire(self, stages: list[_Stage]) -> None:
         for s in stages:

@@ -2,37 +2,32 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import torch
+import yaml
 from torch import nn
 
-from edgewise.cluster.model import Cluster
+from edgewise.cluster.examples import example_path
+from edgewise.cluster.model import Cluster, Role
 from edgewise.cluster.schema import cluster_from_dict
 from edgewise.nn.graph import candidate_points, layer_dag, to_chain
 from edgewise.pipeline.problem import PipelineProblem
-from edgewise.pipeline.run import execute
-from edgewise.pipeline.sim import simulate
-from edgewise.runtime.ray_cluster import start_local
+from edgewise.pipeline.run import Dispatcher, PipelineRun, Result, execute
+from edgewise.pipeline.sim import PipelineOutcome, simulate
+from edgewise.runtime.ray_cluster import RayRuntime, start_local
 from edgewise.wire.activation import ActivationCodec
 
-__all__ = ["BENCH_CLUSTER", "bench_inputs", "bench_model", "bench_problem",
-           "real_pipeline_figures"]
+__all__ = ["BENCH_CLUSTER", "BenchPipeline", "Planned", "bench_inputs", "bench_model",
+           "bench_problem", "plan_bench_pipeline", "real_pipeline_figures",
+           "run_bench_pipeline"]
 
-# Four Jetson Nanos on a wireless LAN like SEIFER's (5 Mbit/s, about its Eq. 18 mean of
-# 4.8) with a few faster pairs, and a Raspberry Pi 5 as the dispatcher.
-BENCH_CLUSTER: dict[str, Any] = {
-    "name": "seifer-bench",
-    "default_link": {"bandwidth_mbps": 5, "latency_ms": 0.5},
-    "devices": [{"name": f"nano-{i}", "type": "jetson-nano"} for i in range(4)]
-    + [{"name": "dispatcher", "type": "raspberry-pi-5", "roles": ["manager"]}],
-    "links": [
-        {"between": ["dispatcher", "nano-2"], "bandwidth_mbps": 15, "latency_ms": 0.5},
-        {"between": ["nano-2", "nano-0"], "bandwidth_mbps": 20, "latency_ms": 0.5},
-        {"between": ["nano-0", "nano-3"], "bandwidth_mbps": 10, "latency_ms": 0.5},
-    ],
-}
+BENCH_CLUSTER: dict[str, Any] = yaml.safe_load(example_path("seifer-bench.yaml").read_text())
+"""Four Jetson Nanos behind SEIFER-like wireless links and a Pi 5 dispatcher (the shipped
+``seifer-bench.yaml``)."""
 NODE_MEMORY_BYTES = 800_000  # forces at least three partitions of the bench model
 
 
@@ -49,18 +44,21 @@ def bench_model(seed: int = 0) -> nn.Sequential:
 
 
 def bench_problem(cluster: Cluster, model: nn.Sequential) -> PipelineProblem:
-    """The placement problem of ``model`` (one segment per layer) on the bench cluster: raw
-    float32 activations (compression 1), the memory cap per node, the dispatcher first."""
+    """The placement problem of ``model`` (one segment per layer) on the bench cluster (or
+    any cluster whose manager device dispatches): raw float32 activations (compression 1),
+    the memory cap per node, the dispatcher first."""
     dag = layer_dag(model, torch.zeros(1, 3, 64, 64))
     chain = to_chain("bench-cnn", dag, candidate_points(dag))
     if chain.n_segments != len(model):
         raise RuntimeError(f"expected one segment per layer, got {chain.n_segments}")
-    nodes = tuple(d.name for d in cluster.devices if d.name != "dispatcher")
-    names = ("dispatcher", *nodes)
+    managers = cluster.with_role(Role.MANAGER)
+    dispatcher = (managers[0] if managers else cluster.devices[-1]).name
+    nodes = tuple(d.name for d in cluster.devices if d.name != dispatcher)
+    names = (dispatcher, *nodes)
     bw = np.array([[0.0 if a == b else cluster.link(a, b).bandwidth_mbps for b in names]
                    for a in names])
     return PipelineProblem(chain, nodes, (NODE_MEMORY_BYTES,) * len(nodes), bw,
-                           compression=1.0)
+                           compression=1.0, dispatcher=dispatcher)
 
 
 def bench_inputs(requests: int, seed: int = 0) -> list[np.ndarray[Any, Any]]:
@@ -69,29 +67,71 @@ def bench_inputs(requests: int, seed: int = 0) -> list[np.ndarray[Any, Any]]:
     return [rng.standard_normal((1, 3, 64, 64)).astype(np.float32) for _ in range(requests)]
 
 
-def real_pipeline_figures(seed: int = 0, requests: int = 60) -> dict[str, Any]:
-    """Plan with bottleneck-search (transfers only, no compression: raw float32
-    activations), stream ``requests`` images and compare the measured throughput with the
-    plan's bound 1 / bottleneck."""
-    cluster = cluster_from_dict(BENCH_CLUSTER, source="bench")
+def plan_bench_pipeline(cluster: Cluster, seed: int = 0) -> Planned:
+    """The bench model planned on ``cluster`` by bottleneck-search (transfers only, raw
+    float32 activations)."""
     model = bench_model(seed)
     problem = bench_problem(cluster, model)
-    plan = simulate(problem, "bottleneck-search", seed=seed).plan
+    return Planned(model, problem, simulate(problem, "bottleneck-search", seed=seed))
+
+
+def run_bench_pipeline(runtime: RayRuntime, planned: Planned, seed: int = 0,
+                       requests: int = 60,
+                       on_result: Callable[[Dispatcher, Result], None] | None = None,
+                       **dispatcher_options: Any) -> BenchPipeline:
+    """Stream ``requests`` images through the planned pipeline on ``runtime`` and check the
+    outputs against the unpartitioned model."""
     inputs = bench_inputs(requests, seed)
+    dispatcher_options.setdefault("codec", ActivationCodec("none"))
+    run = execute(runtime, planned.problem, planned.outcome.plan, model=planned.model,
+                  inputs=inputs, on_result=on_result, **dispatcher_options)
+    with torch.no_grad():
+        reference = planned.model(torch.from_numpy(np.concatenate(inputs))).numpy()
+    correct = len(run.outputs) == requests and bool(
+        np.allclose(np.concatenate(run.outputs), reference, atol=1e-5))
+    return BenchPipeline(planned.problem, planned.outcome, run, correct)
+
+
+@dataclass(frozen=True, slots=True)
+class Planned:
+    """The bench model, its placement problem and the plan bottleneck-search made."""
+
+    model: nn.Sequential
+    problem: PipelineProblem
+    outcome: PipelineOutcome
+
+    @property
+    def devices(self) -> list[str]:
+        """The stages' devices, in pipeline order."""
+        return [self.problem.nodes[i] for i in self.outcome.plan.nodes]
+
+
+@dataclass(frozen=True, slots=True)
+class BenchPipeline:
+    """The bench pipeline run: its problem, the simulated plan, what the run measured and
+    whether every output equals the unpartitioned model's."""
+
+    problem: PipelineProblem
+    outcome: PipelineOutcome
+    run: PipelineRun
+    outputs_correct: bool
+
+
+def real_pipeline_figures(seed: int = 0, requests: int = 60) -> dict[str, Any]:
+    """The bench pipeline on the emulated bench cluster: the measured throughput against
+    the plan's bound 1 / bottleneck."""
+    cluster = cluster_from_dict(BENCH_CLUSTER, source="bench")
+    planned = plan_bench_pipeline(cluster, seed)
     runtime = start_local(cluster)
     try:
-        run = execute(runtime, problem, plan, model=model, inputs=inputs,
-                      codec=ActivationCodec("none"))
+        done = run_bench_pipeline(runtime, planned, seed, requests)
     finally:
         runtime.shutdown()
-    with torch.no_grad():
-        reference = model(torch.from_numpy(np.concatenate(inputs))).numpy()
-    correct = bool(np.allclose(np.concatenate(run.outputs), reference, atol=1e-5))
+    plan, run = done.outcome.plan, done.run
     bound = 1.0 / plan.bottleneck_s
-    return {"pipeline_stages": plan.n_partitions,
-            "pipeline_devices": [problem.nodes[i] for i in plan.nodes],
+    return {"pipeline_stages": plan.n_partitions, "pipeline_devices": planned.devices,
             "pipeline_bound_rps": round(bound, 3),
             "pipeline_throughput_rps": round(run.throughput_rps, 3),
             "pipeline_throughput_ratio_to_bound": round(run.throughput_rps / bound, 4),
             "pipeline_latency_p50_s": round(run.latency_p50_s, 4),
-            "pipeline_outputs_correct": correct}
+            "pipeline_outputs_correct": done.outputs_correct}

@@ -38,6 +38,7 @@ class PipelineRun:
     restarts: int
     resends: int
     duplicates: int
+    stage_timings: tuple[dict[str, float], ...] = field(default=(), repr=False)
 
 
 def stream(dispatcher: Dispatcher, inputs: Iterable[np.ndarray[Any, Any]], *,
@@ -58,6 +59,7 @@ def stream(dispatcher: Dispatcher, inputs: Iterable[np.ndarray[Any, Any]], *,
         [r.version for r in results], seconds,
         len(results) / seconds if seconds > 0 else 0.0, p50, p95, p99,
         dispatcher.byte_counts(), dispatcher.restarts, dispatcher.resends, dispatcher.duplicates,
+        tuple(dispatcher.stage_timings()),
     )
 
 

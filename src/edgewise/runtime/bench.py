@@ -33,7 +33,7 @@ from edgewise.runtime.microbench import lz4_compress_mb_s, roundtrip_via
 from edgewise.runtime.plan import TrainConfig, equal_plan
 from edgewise.runtime.ray_cluster import RayRuntime, start_local
 
-__all__ = ["DEFAULT_CLUSTER", "SPEC", "real", "run_runtime_bench"]
+__all__ = ["DEFAULT_CLUSTER", "SPEC", "real", "run_runtime_bench", "runtime_figures"]
 
 DEFAULT_CLUSTER = example_path("three-nanos.yaml")
 Progress = Callable[[str], None]
@@ -70,25 +70,37 @@ def _together(runtime: RayRuntime, config: TrainConfig, n: int) -> TrainResult:
 def run_runtime_bench(cluster_file: Path = DEFAULT_CLUSTER, *, epochs: int = 8,
                       solo_epochs: int = 4, seed: int = 0,
                       progress: Progress = lambda msg: None) -> dict[str, Any]:
-    """Run the protocol above; returns the figures as one JSON-able dict."""
+    """Run the protocol above on the cluster emulated on this host; returns the figures as
+    one JSON-able dict."""
     cluster: Cluster = load_cluster(cluster_file)
-    workers = [d.name for d in cluster.with_role(Role.WORKER)]
     started = time.perf_counter()
     runtime = start_local(cluster)
     try:
-        n = 1437  # digits training split (80 % of 1,797)
-        solo: dict[str, float] = {}
-        for w in workers:
-            progress(f"{w} trains alone")
-            solo[w] = _solo(runtime, w, TrainConfig(epochs=solo_epochs, seed=seed), n)
-        progress(f"{len(workers)} workers train together, asynchronously")
-        together = _together(runtime, TrainConfig(epochs=epochs, seed=seed), n)
-        progress("transport micro-benchmarks")
-        echo = _Echo.remote()  # type: ignore[attr-defined]
-        roundtrip = roundtrip_via(lambda f: ray.get(echo.echo.remote(f)), repeats=30)
-        lz4 = lz4_compress_mb_s()
+        figures = runtime_figures(runtime, epochs=epochs, solo_epochs=solo_epochs, seed=seed,
+                                  progress=progress)
     finally:
         runtime.shutdown()
+    return {**figures, "emulation_stretch": {k: round(v, 3) for k, v in runtime.stretch.items()},
+            "host": platform.node(), "seconds": round(time.perf_counter() - started, 1)}
+
+
+def runtime_figures(runtime: RayRuntime, *, epochs: int = 8, solo_epochs: int = 4,
+                    seed: int = 0, progress: Progress = lambda msg: None) -> dict[str, Any]:
+    """Steps 1–3 of the protocol on ``runtime`` (any cluster with three identical workers:
+    emulated, a testbed or real devices); throughputs in the cluster's own time."""
+    cluster = runtime.cluster
+    workers = [d.name for d in cluster.with_role(Role.WORKER)]
+    n = 1437  # digits training split (80 % of 1,797)
+    solo: dict[str, float] = {}
+    for w in workers:
+        progress(f"{w} trains alone")
+        solo[w] = _solo(runtime, w, TrainConfig(epochs=solo_epochs, seed=seed), n)
+    progress(f"{len(workers)} workers train together, asynchronously")
+    together = _together(runtime, TrainConfig(epochs=epochs, seed=seed), n)
+    progress("transport micro-benchmarks")
+    echo = _Echo.remote()  # type: ignore[attr-defined]
+    roundtrip = roundtrip_via(lambda f: ray.get(echo.echo.remote(f)), repeats=30)
+    ray.kill(echo)
     together_sps = _steady_throughput(together)
     return {
         "cluster": cluster.name,
@@ -100,13 +112,10 @@ def run_runtime_bench(cluster_file: Path = DEFAULT_CLUSTER, *, epochs: int = 8,
         "ps_scaling_efficiency_3_workers": round(together_sps / sum(solo.values()), 4),
         "samples_per_second_together": round(together_sps, 1),
         "samples_per_second_alone": {w: round(v, 1) for w, v in solo.items()},
-        "lz4_compress_mb_s": round(lz4, 1),
+        "lz4_compress_mb_s": round(lz4_compress_mb_s(), 1),
         "transport_roundtrip_ms_1mb": round(roundtrip, 3),
         "data_store_bytes_shipped": sum(together.shipped_bytes.values()),
         "transport_wire_bytes": sum(t["wire_bytes"] for t in together.transport_bytes.values()),
-        "emulation_stretch": {k: round(v, 3) for k, v in runtime.stretch.items()},
-        "host": platform.node(),
-        "seconds": round(time.perf_counter() - started, 1),
     }
 
 

@@ -114,10 +114,12 @@ class RayRuntime:
             options["name"] = name
         return options
 
-    def transport_link(self, a: str, b: str) -> Link:
-        """The link the transport emulates between ``a`` and ``b``: the cluster's on one
-        host, its dilated latency alone on a testbed without netem, nothing on a network."""
-        link = self.cluster.link(a, b)
+    def transport_link(self, a: str, b: str, link: Link | None = None) -> Link:
+        """The link the transport emulates between ``a`` and ``b``: the cluster's (or the
+        modelled ``link``, e.g. a share of it) on one host, its dilated latency alone on a
+        testbed without netem, nothing on a network. Every run's transport takes its links
+        from here, so no code path needs to know what kind of cluster it runs on."""
+        link = link or self.cluster.link(a, b)
         if self.links == "emulated":
             return link
         latency = link.latency_ms * self.time_dilation if self.links == "latency" else 0.0

@@ -4,6 +4,7 @@ forwards its output over a shaped link, and the dispatcher's IO endpoint."""
 from __future__ import annotations
 
 import threading
+import time
 from typing import Any
 
 import ray
@@ -50,6 +51,7 @@ class StageActor:
         self.module = materialize(skeleton, weights)
         self.counter = ByteCounter()
         self.processed = 0
+        self.compute_s = 0.0  # wall seconds computing: on a real device, its own speed
         self._compute = threading.Lock()
         self._wire = threading.Lock()  # the outgoing link; also guards the next hop
         self._next: Any = None
@@ -71,14 +73,22 @@ class StageActor:
         """Frames and bytes this stage sent, and how many frames it processed."""
         return self.counter.snapshot_dict() | {"processed": self.processed}
 
+    @ray.method(concurrency_group="control")
+    def timing(self) -> dict[str, float]:
+        """Frames processed and the wall seconds spent computing them."""
+        return {"processed": float(self.processed), "compute_s": self.compute_s}
+
     @ray.method(concurrency_group="data")
     def process(self, frame: bytes) -> None:
         """Run the partition on one request's activation and forward the result."""
-        with self._compute, emulated_compute(self.stretch), torch.inference_mode():
-            x, meta = decode_activation(frame)
-            y = self.module(x)
-            out = encode_activation(y, meta, self.codec)
+        with self._compute:
+            started = time.perf_counter()
+            with emulated_compute(self.stretch), torch.inference_mode():
+                x, meta = decode_activation(frame)
+                y = self.module(x)
+                out = encode_activation(y, meta, self.codec)
             self.processed += 1
+            self.compute_s += time.perf_counter() - started
         with self._wire:
             if self._link is None:
                 raise RuntimeError(f"stage {self.name} is not connected")

@@ -12,7 +12,6 @@ import numpy as np
 import ray
 from numpy.typing import NDArray
 
-from edgewise.cluster.model import Cluster
 from edgewise.runtime.launch import MemberSpec, start_ps, start_worker
 from edgewise.runtime.ray_cluster import RayRuntime
 from edgewise.sites.problem import Job
@@ -66,13 +65,12 @@ class JobState:
     def start_worker(self, runtime: RayRuntime, spec: MemberSpec, device: str, slot: int,
                      store_device: str, monitor: Any, batch_size: int) -> None:
         """A synchronous worker on ``device`` talking to this job's PS and its site's store."""
-        cluster: Cluster = runtime.cluster
         name = f"worker-{self.name}-{slot}-{device}"
         self.names[device] = name
         self.workers[device] = start_worker(
             runtime, spec, device, name, ps=self.ps,
-            ps_link=link_between(cluster, device, self.ps_device),
-            store_link=link_between(cluster, device, store_device), batch_size=batch_size,
+            ps_link=link_between(runtime, device, self.ps_device),
+            store_link=link_between(runtime, device, store_device), batch_size=batch_size,
             monitor=monitor, sync=True)
 
     def stop_worker(self, device: str, monitor: Any, inter_site: bool) -> None:

@@ -138,9 +138,10 @@ class SiteStore:
         have = self.held.get(job)
         return [] if have is None else sorted({int(c) for c in have["chunk"]})
 
-    def ship(self, job: str, chunks: list[int], link: Link) -> bytes:
-        """Remove ``chunks`` of ``job`` from this site and send them over ``link`` (waits the
-        emulated transfer time, counts the bytes); returns the frame for the receiving site."""
+    def ship(self, job: str, chunks: list[int], link: Link, to: Any) -> int:
+        """Remove ``chunks`` of ``job`` from this site and send them over ``link`` to the
+        store ``to`` (waits what the transport emulates of the link, counts the bytes; the
+        frame itself travels from this device to the other); returns the frame's size."""
         have = self.held.get(job)
         wanted = np.asarray(chunks, np.int64)
         if have is None or not np.isin(wanted, have["chunk"]).all():
@@ -153,7 +154,8 @@ class SiteStore:
         shaped.transmit(len(frame))
         raw = sum(int(v.nbytes) for v in out.values())
         self.counter.record(shaped.key, raw_bytes=raw, wire_bytes=len(frame))
-        return frame
+        ray.get(to.accept.remote(job, frame))
+        return len(frame)
 
     def expect(self, worker: str, job: str) -> None:
         """``worker`` trains ``job``: its :meth:`shard` requests read that job's chunks."""

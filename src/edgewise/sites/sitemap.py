@@ -6,11 +6,15 @@ import itertools
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from edgewise.cluster.catalog import device_type
 from edgewise.cluster.model import Cluster, Device, Link, Role, Site
 from edgewise.errors import ConfigError
 from edgewise.sites.problem import JobSlot, Plan, SitesProblem
+
+if TYPE_CHECKING:
+    from edgewise.runtime.ray_cluster import RayRuntime
 
 __all__ = [
     "DEFAULT_DEVICE_TYPE",
@@ -85,11 +89,12 @@ def _speeds(link: Link) -> tuple[float, float]:
     return link.bandwidth_mbps, link.latency_ms
 
 
-def link_between(cluster: Cluster, a: str, b: str) -> Link:
-    """The link from ``a`` to ``b``; a device talks to itself over a loopback (no wait)."""
+def link_between(runtime: RayRuntime, a: str, b: str) -> Link:
+    """The link the transport emulates from ``a`` to ``b`` (``RayRuntime.transport_link``);
+    a device talks to itself over a loopback (no wait)."""
     if a == b:
         return Link(a, b, 1e6, 0.0)
-    return cluster.link(a, b)
+    return runtime.transport_link(a, b)
 
 
 def site_devices(cluster: Cluster, problem: SitesProblem, plan: Plan) -> list[SiteDevices]:

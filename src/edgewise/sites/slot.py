@@ -137,11 +137,11 @@ class SlotRunner:
                 continue
             src, dst = self.sites[g.src], self.sites[g.dst]
             t0 = time.perf_counter()
-            link = link_between(self.runtime.cluster, src.store, dst.store)
-            frame = ray.get(self.stores[g.src].ship.remote(state.name, chunks, link))
-            ray.get(self.stores[g.dst].accept.remote(state.name, frame))
+            link = link_between(self.runtime, src.store, dst.store)
+            size = ray.get(self.stores[g.src].ship.remote(state.name, chunks, link,
+                                                         self.stores[g.dst]))
             move = ChunkMove(state.name, entry.slot, src.site, dst.site, len(chunks),
-                             len(frame), time.perf_counter() - t0)
+                             size, time.perf_counter() - t0)
             self.moves.append(move)
             self.events("transfer", {"move": move})
         return trained
@@ -175,7 +175,7 @@ class SlotRunner:
         """Carry the checkpoint from the site it was taken at to the new PS's site."""
         if state.checkpoint is None or not self._apart(state.checkpoint_device, ps_device):
             return
-        link = ShapedLink(link_between(self.runtime.cluster, state.checkpoint_device,
+        link = ShapedLink(link_between(self.runtime, state.checkpoint_device,
                                        ps_device), time_scale=self.settings.time_scale)
         link.transmit(len(state.checkpoint))
         self.counter.record(link.key, raw_bytes=len(state.checkpoint),

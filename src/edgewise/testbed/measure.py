@@ -10,7 +10,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from edgewise.testbed.cgroups import Cgroups
 from edgewise.testbed.host import TestbedError
@@ -18,7 +18,10 @@ from edgewise.testbed.nodes import node_env, spawn_in
 from edgewise.testbed.plan import DEFAULT_SUBNET, HostFacts, NodePlan
 from edgewise.testbed.record import Record
 
-__all__ = ["CpuMeasure", "LinkMeasure", "cpu_quota_ratios",
+if TYPE_CHECKING:
+    from edgewise.testbed.session import Testbed
+
+__all__ = ["CpuMeasure", "LinkMeasure", "cpu_quota_ratios", "kernel_figures",
            "link_rate_ratios", "measure_links", "testbed_figures"]
 
 _PROBES = [sys.executable, "-m", "edgewise.testbed.probes"]
@@ -149,29 +152,17 @@ def cpu_quota_ratios(record: Record, cgroups: Cgroups, wall_s: float = 2.0) -> l
     return out
 
 
-def testbed_figures(cluster_file: Path | str, name: str = "bench", *,
-                    subnet: str = DEFAULT_SUBNET, state: Path | None = None,
-                    host: HostFacts | None = None, link_seconds: float = 1.5,
-                    cpu_seconds: float = 4.0) -> dict[str, Any]:
-    """Bring a testbed up, measure it, take it down: the bench's generic figures.
-
-    Keys: ``nodes``, ``up_seconds``, ``time_dilation``, ``host_speed``,
-    ``link_rate_ratio_min``/``_max`` (TCP goodput over configured rate, every directed
-    link), ``cpu_quota_ratio_error_max`` (max over devices of |slow-down / configured - 1|,
-    see :class:`CpuMeasure`; ``_gross`` without setting the Ray daemons' share apart),
-    ``down_leftovers`` (namespaces + veths + cgroups + processes after down) and
-    ``down_leftovers_by_kind``, ``latency_in`` (``netem`` or ``transport``).
-    """
-    from edgewise.testbed.lifecycle import require_cgroups
-    from edgewise.testbed.session import testbed
-    from edgewise.testbed.teardown import leftovers
-
-    started = time.perf_counter()
-    with testbed(cluster_file, name, subnet=subnet, state=state, host=host) as tb:
-        record, nodes = tb.record, tb.alive_nodes()
-        links = link_rate_ratios(record, link_seconds)
-        cpus = cpu_quota_ratios(record, tb.nodes.cgroups, cpu_seconds)
-    left = leftovers(name, require_cgroups())
+def kernel_figures(tb: Testbed, link_seconds: float = 1.5,
+                   cpu_seconds: float = 4.0) -> dict[str, Any]:
+    """What the kernel does on the live testbed ``tb``: ``nodes`` alive, every directed
+    link's TCP goodput over its configured rate (``link_rate_ratio_min``/``_max``), and
+    per device a CPU-bound kernel's slow-down against its quota
+    (``cpu_quota_ratio_error_max``: max over devices of |slow-down / configured - 1|, see
+    :class:`CpuMeasure`; ``_gross`` without setting the Ray daemons' share apart)."""
+    record = tb.record
+    nodes = tb.alive_nodes()
+    links = link_rate_ratios(record, link_seconds)
+    cpus = cpu_quota_ratios(record, tb.nodes.cgroups, cpu_seconds)
     return {
         "nodes": nodes, "devices": len(record.plan.nodes), "up_seconds": record.up_seconds,
         "time_dilation": round(record.plan.time_dilation, 4),
@@ -184,6 +175,23 @@ def testbed_figures(cluster_file: Path | str, name: str = "bench", *,
         "cpu_quota_ratio_error_max_gross": round(max(abs(m.gross_ratio - 1) for m in cpus), 4),
         "cpu_background_share_max": round(max(m.background_cores / m.quota_cores
                                               for m in cpus), 4),
-        "down_leftovers": sum(left.values()), "down_leftovers_by_kind": left,
-        "seconds": round(time.perf_counter() - started, 1),
     }
+
+
+def testbed_figures(cluster_file: Path | str, name: str = "bench", *,
+                    subnet: str = DEFAULT_SUBNET, state: Path | None = None,
+                    host: HostFacts | None = None, link_seconds: float = 1.5,
+                    cpu_seconds: float = 4.0) -> dict[str, Any]:
+    """Bring a testbed up, measure it (:func:`kernel_figures`), take it down:
+    ``down_leftovers`` (namespaces + veths + cgroups + processes after down) and
+    ``down_leftovers_by_kind`` too."""
+    from edgewise.testbed.lifecycle import require_cgroups
+    from edgewise.testbed.session import testbed
+    from edgewise.testbed.teardown import leftovers
+
+    started = time.perf_counter()
+    with testbed(cluster_file, name, subnet=subnet, state=state, host=host) as tb:
+        figures = kernel_figures(tb, link_seconds, cpu_seconds)
+    left = leftovers(name, require_cgroups())
+    return {**figures, "down_leftovers": sum(left.values()), "down_leftovers_by_kind": left,
+            "seconds": round(time.perf_counter() - started, 1)}

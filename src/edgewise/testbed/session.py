@@ -77,15 +77,16 @@ def _live(name: str, state: Path | None, cluster_file: Path) -> Record | None:
 @contextmanager
 def testbed(cluster_file: Path | str, name: str = "edgewise", *,
             subnet: str = DEFAULT_SUBNET, state: Path | None = None,
-            host: HostFacts | None = None, keep: bool = False,
+            host: HostFacts | None = None, keep: bool = False, fresh: bool = False,
             echo: Callable[[str], None] = lambda line: None) -> Iterator[Testbed]:
     """Testbed ``name`` of ``cluster_file`` with this process joined as its driver.
 
-    A live testbed of that name is joined and left running; otherwise one is brought up
-    for the body and taken down afterwards (``keep`` leaves it up).
+    A live testbed of that name is joined and left running (with ``fresh``: TestbedError,
+    as ``up`` refuses it); otherwise one is brought up for the body and taken down
+    afterwards (``keep`` leaves it up).
     """
     path = Path(cluster_file)
-    record = _live(name, state, path)
+    record = None if fresh else _live(name, state, path)
     ours = record is None
     if record is None:
         record = lifecycle.up(path, name, subnet=subnet, state=state, host=host, echo=echo)

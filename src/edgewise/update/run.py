@@ -70,18 +70,26 @@ def execute(runtime: RayRuntime, problem: UpdateProblem, plan: UpdatePlan, /, *,
     """Carry out the plan a policy made for ``problem`` (the anatomy's executor): start every
     background app of the runtime's cluster on its device, train the plan's shards of the
     ``problem.n_samples`` samples through the core engine (``config``: epochs, seed, early
-    stop; default ``TrainConfig()``), stop the apps and collect their deadline misses."""
-    cluster = runtime.cluster
+    stop; default ``TrainConfig()``), stop the apps and collect their deadline misses. On a
+    cluster that runs slower than its devices (``runtime.time_dilation``) the apps' periods
+    and deadlines stretch alike, and their execution times are given in device time."""
+    cluster, dilation = runtime.cluster, runtime.time_dilation
     apps = [BackgroundAppActor.options(  # type: ignore[attr-defined]
         **runtime.actor_options(a.device, 128, name=f"app-{a.name}")
-    ).remote(a.name, a.kind, a.period_ms, a.deadline_ms, i) for i, a in
-        enumerate(cluster.background_apps)]
+    ).remote(a.name, a.kind, a.period_ms * dilation, a.deadline_ms * dilation, i)
+        for i, a in enumerate(cluster.background_apps)]
     train_plan = to_train_plan(cluster, plan, problem.n_samples)
     try:
         result = train(runtime, config or TrainConfig(), train_plan, ledger=ledger,
                        events=events)
     finally:
-        stats = tuple(ray.get([a.stop.remote() for a in apps]))
+        stats = tuple(_device_time(s, dilation) for s in ray.get([a.stop.remote() for a in apps]))
         for a in apps:
             ray.kill(a)
     return UpdateRun(plan, train_plan, result, stats)
+
+
+def _device_time(stats: dict[str, Any], dilation: float) -> dict[str, Any]:
+    """An app's statistics with its execution times in device time (a cluster that runs
+    ``dilation`` times slower than its devices ran the app at a period that much longer)."""
+    return {k: v / dilation if k.startswith("exec_ms") else v for k, v in stats.items()}

@@ -1,0 +1,143 @@
+"""What this process's machine is: the host, or the device a cgroup holds it to (a container's
+or a testbed node's CPU quota and memory limit), as container-aware tools see it.
+
+A process in a cgroup with a CPU quota runs on a device of ``quota`` cores: its CPU use is
+measured against the quota, its memory against the cgroup's limit, and a stressor loads the
+quota rather than the host's cores. Anywhere else (no quota) the host is the machine.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = ["CgroupDevice", "CpuMeter", "cgroup_device", "usable_cores"]
+
+_UNLIMITED_BYTES = 2**60
+
+
+@dataclass(frozen=True, slots=True)
+class CgroupDevice:
+    """The cgroup that holds this process to a device: its CPU quota (cores), its memory
+    limit (bytes) and where to read what it uses."""
+
+    quota_cores: float
+    memory_limit_bytes: int
+    cpu_usage_file: Path  # cpuacct.usage (ns) or cpu.stat (usage_usec)
+    memory_usage_file: Path  # memory.usage_in_bytes or memory.current
+    memory_stat_file: Path  # memory.stat (inactive file pages are reclaimable)
+
+    def cpu_seconds(self) -> float:
+        """CPU time every process of the cgroup used so far."""
+        text = self.cpu_usage_file.read_text()
+        if self.cpu_usage_file.name == "cpu.stat":
+            usec = next(ln.split()[1] for ln in text.splitlines() if ln.startswith("usage_usec"))
+            return int(usec) / 1e6
+        return int(text) / 1e9
+
+    def memory_used_bytes(self) -> int:
+        """Memory the cgroup uses, less inactive file pages (as ``docker stats`` counts)."""
+        used = int(self.memory_usage_file.read_text())
+        inactive = 0
+        for line in self.memory_stat_file.read_text().splitlines():
+            key, _, value = line.partition(" ")
+            if key in ("total_inactive_file", "inactive_file"):
+                inactive = int(value)
+                break
+        return max(0, used - inactive)
+
+
+def _mounts() -> dict[str, Path]:
+    """Mount point per v1 controller, and ``"unified"`` for a cgroup2 mount."""
+    points: dict[str, Path] = {}
+    for line in Path("/proc/self/mounts").read_text().splitlines():
+        parts = line.split()
+        if len(parts) < 4:
+            continue
+        if parts[2] == "cgroup2":
+            points.setdefault("unified", Path(parts[1]))
+        elif parts[2] == "cgroup":
+            for option in parts[3].split(","):
+                points.setdefault(option, Path(parts[1]))
+    return points
+
+
+def _own_paths() -> dict[str, str]:
+    """This process's cgroup path per v1 controller, and ``"unified"`` for v2."""
+    paths: dict[str, str] = {}
+    for line in Path("/proc/self/cgroup").read_text().splitlines():
+        _, controllers, path = line.split(":", 2)
+        for controller in controllers.split(",") if controllers else ["unified"]:
+            paths[controller] = path
+    return paths
+
+
+def _read(path: Path) -> str | None:
+    try:
+        return path.read_text().strip()
+    except OSError:
+        return None
+
+
+def _v1(mounts: dict[str, Path], own: dict[str, str]) -> CgroupDevice | None:
+    if not {"cpu", "memory"} <= set(own) or not {"cpu", "memory"} <= set(mounts):
+        return None
+    cpu = mounts["cpu"] / own["cpu"].lstrip("/")
+    quota, period = _read(cpu / "cpu.cfs_quota_us"), _read(cpu / "cpu.cfs_period_us")
+    if quota is None or period is None or int(quota) <= 0:
+        return None
+    acct = mounts.get("cpuacct", mounts["cpu"]) / own.get("cpuacct", own["cpu"]).lstrip("/")
+    memory = mounts["memory"] / own["memory"].lstrip("/")
+    limit = int(_read(memory / "memory.limit_in_bytes") or _UNLIMITED_BYTES)
+    return CgroupDevice(int(quota) / int(period), limit, acct / "cpuacct.usage",
+                        memory / "memory.usage_in_bytes", memory / "memory.stat")
+
+
+def _v2(mounts: dict[str, Path], own: dict[str, str]) -> CgroupDevice | None:
+    if "unified" not in own or "unified" not in mounts:
+        return None
+    here = mounts["unified"] / own["unified"].lstrip("/")
+    quota, _, period = (_read(here / "cpu.max") or "max").partition(" ")
+    if quota == "max":
+        return None
+    limit = _read(here / "memory.max") or "max"
+    return CgroupDevice(int(quota) / int(period or 100_000),
+                        _UNLIMITED_BYTES if limit == "max" else int(limit),
+                        here / "cpu.stat", here / "memory.current", here / "memory.stat")
+
+
+def cgroup_device() -> CgroupDevice | None:
+    """The cgroup that holds this process to a CPU quota, or None (the host is the
+    machine). Read afresh each call: a process may be moved between cgroups."""
+    try:
+        mounts, own = _mounts(), _own_paths()
+        return _v1(mounts, own) or _v2(mounts, own)
+    except (OSError, ValueError, StopIteration):
+        return None
+
+
+class CpuMeter:
+    """CPU utilisation (%) of the device since the previous call, like
+    ``psutil.cpu_percent(interval=None)`` but of a cgroup against its quota."""
+
+    def __init__(self, device: CgroupDevice) -> None:
+        self.device = device
+        self._lock = threading.Lock()
+        self._last = (time.monotonic(), device.cpu_seconds())
+
+    def percent(self) -> float:
+        with self._lock:
+            now, used = time.monotonic(), self.device.cpu_seconds()
+            (then, before), self._last = self._last, (now, used)
+        if now <= then:
+            return 0.0
+        return min(100.0, 100.0 * (used - before) / ((now - then) * self.device.quota_cores))
+
+
+def usable_cores() -> float:
+    """The cores this process may use: its cgroup's quota, else the host's cores."""
+    device = cgroup_device()
+    return device.quota_cores if device is not None else float(os.cpu_count() or 1)

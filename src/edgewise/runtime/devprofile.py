@@ -1,0 +1,216 @@
+"""Profiling a device of any Ray cluster where it is (Deep-Edge §IV-B1): a profiler actor
+pinned to the device trains under each stress point with the co-located app running, so its
+stressors and its app share the device's own CPU and memory; every step's gradients go to a
+real parameter server on the cluster's server device, while companion workers on other
+devices load that server (the ``n_workers`` of EstUpdateTime)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import ray
+import torch
+from torch import nn
+
+from edgewise.cluster.model import Link, Role
+from edgewise.nn.data import digits_split
+from edgewise.perf.app_process import start_background_app
+from edgewise.perf.metrics import sample_metrics
+from edgewise.perf.profile_file import Sample
+from edgewise.perf.profiler import PointProfiler, ProfileConfig, ProfileResult, profile
+from edgewise.perf.stress import Stressor, StressPoint, stress_grid
+from edgewise.runtime.launch import MemberSpec, start_ps
+from edgewise.runtime.plan import TrainConfig
+from edgewise.runtime.ray_cluster import RayRuntime
+from edgewise.runtime.shaping import ByteCounter, ShapedLink
+from edgewise.runtime.trainstate import FlatState
+from edgewise.wire.frames import encode
+
+__all__ = ["DeviceProbe", "DeviceProfiler", "device_grid", "device_state", "profile_device"]
+
+State = tuple[float, float, float]
+ProgressFn = Callable[[int, int, str], None]
+COMPANION_BATCH = 32  # the batch companion workers train at (the user batch of the paper)
+
+
+@ray.remote(max_concurrency=2)  # type: ignore[call-overload]
+class DeviceProfiler:
+    """A :class:`~edgewise.perf.profiler.PointProfiler` on one device whose update is a push
+    to the parameter server ``ps`` over ``ps_link`` and the pull of its new weights."""
+
+    def __init__(self, config: ProfileConfig, ps: Any, ps_link: Link,
+                 ps_state: State | None, compression: str = "lz4") -> None:
+        torch.set_num_threads(1)
+        self.ps, self.link, self.counter = ps, ShapedLink(ps_link), ByteCounter()
+        self.compression = compression
+        self.flat: FlatState | None = None
+        self.profiler = PointProfiler(config, self._push, ps_state)
+
+    def _push(self, model: nn.Module, ids: np.ndarray) -> None:
+        """The workers' update (``runtime.worker``): the flat gradients and the batch's ids
+        to the server, its weights back into the model."""
+        if self.flat is None or self.flat.model is not model:
+            self.flat = FlatState(model)
+        self.flat.check_grads()
+        frame = self.flat.gradients_frame(ids, self.compression)  # type: ignore[arg-type]
+        self.link.transmit(len(frame))
+        self.counter.record(self.link.key, raw_bytes=self.flat.nbytes, wire_bytes=len(frame))
+        weights = ray.get(self.ps.push_async.remote(np.frombuffer(frame, np.uint8)))
+        self.link.transmit(len(weights))
+        self.flat.load_weights(weights)
+        self.flat.zero_grad()
+
+    def point(self, point: StressPoint, items: list[tuple[int, int]], n_workers: int,
+              batch_mean: float) -> list[tuple[str, dict[str, Any]]]:
+        """The samples of ``items`` at ``point`` as (key, row) pairs."""
+        samples = self.profiler.point(point, items, n_workers=n_workers, batch_mean=batch_mean)
+        return [(s.key, dict(s.row)) for s in samples]
+
+    def load(self, seconds: float, batch: int) -> int:
+        return self.profiler.load(seconds, batch)
+
+    def stop_load(self) -> None:
+        self.profiler.stop_load()
+
+    def close(self) -> None:
+        self.profiler.close()
+
+
+@ray.remote(max_concurrency=2)  # type: ignore[call-overload]
+class DeviceProbe:
+    """Reads a device's state (CPU, accelerator, memory %, against the device's own CPU
+    quota and memory where a cgroup holds it) and holds a stressor on it."""
+
+    def __init__(self) -> None:
+        self.stressor: Stressor | None = None
+
+    def state(self, interval_s: float = 1.0, app_kind: str = "",
+              app_period_ms: float = 200.0) -> State:
+        """The state over ``interval_s``, with the co-located app ``app_kind`` running
+        during it (as the profiler's states were measured) unless it is empty."""
+        app = start_background_app(app_kind, app_period_ms) if app_kind else None
+        try:
+            sample_metrics()
+            time.sleep(interval_s)
+            m = sample_metrics()
+        finally:
+            if app is not None:
+                app.stop()
+        return (m["cpu_percent"], m.get("accelerator_percent", 0.0), m["memory_percent"])
+
+    def stress(self, point: StressPoint, timeout_s: float) -> None:
+        self.unstress()
+        if not point.idle:
+            self.stressor = Stressor.at(point, timeout_s=timeout_s)
+            self.stressor.start()
+
+    def unstress(self) -> None:
+        if self.stressor is not None:
+            self.stressor.stop()
+            self.stressor = None
+
+
+def device_state(runtime: RayRuntime, device: str, app_kind: str = "",
+                 app_period_ms: float = 200.0, interval_s: float = 1.0) -> State:
+    """The state of ``device`` now, read on the device over ``interval_s`` (with the app
+    ``app_kind`` running at ``app_period_ms``, unless empty)."""
+    probe = DeviceProbe.options(**runtime.actor_options(device, 64)).remote()  # type: ignore[attr-defined]
+    try:
+        cpu, gpu, mem = ray.get(probe.state.remote(interval_s, app_kind, app_period_ms))
+        return float(cpu), float(gpu), float(mem)
+    finally:
+        ray.kill(probe)
+
+
+def device_grid(memory_mb: int, cpu_percents: Sequence[int] = (0, 30, 60, 90),
+                memory_fractions: Sequence[float] = (0.0, 0.1, 0.25)) -> list[StressPoint]:
+    """The stress grid of a device of ``memory_mb``: CPU levels of its own CPU, memory
+    levels as fractions of its memory (rounded down to 64 MB)."""
+    levels = [int(f * memory_mb) // 64 * 64 for f in memory_fractions]
+    return stress_grid(cpu_percents, levels, (0,))
+
+
+@dataclass(frozen=True, slots=True)
+class _Members:
+    profiler: Any
+    companions: tuple[Any, ...]
+    ps: Any
+
+
+def _start(runtime: RayRuntime, device: str, config: ProfileConfig,
+           companions: Sequence[str], ps_device: str, seed: int) -> _Members:
+    spec = MemberSpec.of(TrainConfig(seed=seed))
+    _, val = digits_split(seed=seed)
+    validation = encode({"x": val.x, "y": val.y, "ids": val.ids}, compression=spec.compression)  # type: ignore[arg-type]
+    ps = start_ps(runtime, spec, ps_device, f"profile-ps-{device}", validation)
+    ps_state = device_state(runtime, ps_device)
+
+    def member(where: str, cfg: ProfileConfig) -> Any:
+        options = runtime.actor_options(where, spec.memory_mb)
+        return DeviceProfiler.options(**options).remote(  # type: ignore[attr-defined]
+            cfg, ps, runtime.transport_link(where, ps_device), ps_state, spec.compression)
+
+    quiet = replace(config, app_kind="")
+    return _Members(member(device, config), tuple(member(c, quiet) for c in companions), ps)
+
+
+def _n_workers(point_index: int, levels: Sequence[int], n_memory: int) -> int:
+    """Worker counts assigned to the grid's stress points (CPU level slowest, then memory)
+    as a Latin square, so that every CPU and every memory level meets every count."""
+    cpu_level, memory_level = divmod(point_index, n_memory)
+    return levels[(cpu_level + memory_level) % len(levels)]
+
+
+def profile_device(runtime: RayRuntime, device: str, output: Path, config: ProfileConfig, *,
+                   n_workers_levels: Sequence[int] = (1, 2, 4),
+                   progress: ProgressFn | None = None) -> ProfileResult:
+    """Profile ``device`` of ``runtime``'s cluster into ``output`` (resumable, as
+    :func:`~edgewise.perf.profiler.profile`): per stress point ``n - 1`` companion workers
+    (other workers of the cluster) train at the same time, ``n`` cycling through
+    ``n_workers_levels``; times are recorded in device time (÷ the runtime's time dilation).
+    """
+    cluster = runtime.cluster
+    servers = cluster.with_role(Role.PARAMETER_SERVER)
+    ps_device = servers[0].name if servers else device
+    others = [d.name for d in cluster.with_role(Role.WORKER) if d.name not in (device, ps_device)]
+    levels = sorted({min(n, len(others) + 1) for n in n_workers_levels})
+    config = replace(config, time_dilation=runtime.time_dilation)
+    started: list[_Members] = []  # the actors, started when a sample is to be measured
+    points = list(dict.fromkeys(config.grid))
+    n_mem = len({p.memory_mb for p in points})
+
+    def measure(point: StressPoint, items: list[tuple[int, int]],
+                record: Callable[[Sample], None]) -> list[Sample]:
+        n = _n_workers(points.index(point), levels, n_mem)
+        if not started:
+            started.append(_start(runtime, device, config, others[: max(levels) - 1],
+                                  ps_device, config.seed))
+        members = started[0]
+        helpers = members.companions[: n - 1]
+        batch_mean = (sum(b for b, _ in items) / len(items) + COMPANION_BATCH * (n - 1)) / n
+        budget = 60.0 + len(items) * (config.step_s + 10.0) * 3
+        loads = [c.load.remote(budget, COMPANION_BATCH) for c in helpers]
+        try:
+            rows = ray.get(members.profiler.point.remote(point, items, n, batch_mean))
+        finally:
+            for c in helpers:
+                c.stop_load.remote()
+            ray.get(loads)
+        samples = [Sample(key, row) for key, row in rows]
+        for s in samples:
+            record(s)
+        return samples
+
+    try:
+        return profile(output, config, progress, measure)
+    finally:
+        for members in started:
+            ray.get([m.close.remote() for m in (members.profiler, *members.companions)])
+            for actor in (members.profiler, *members.companions, members.ps):
+                ray.kill(actor)
+
