@@ -1,0 +1,5 @@
+"""`python -m edgewise`: the command line, as the `edgewise` script."""
+
+from edgewise.cli import main
+
+main()
