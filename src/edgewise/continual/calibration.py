@@ -13,6 +13,7 @@ import torch
 from edgewise.continual.problem import InferenceConfig, InferenceOption
 from edgewise.nn.continual_models import EdgeCNN, Student, model_from_frame, predict
 from edgewise.nn.streams import Window
+from edgewise.nn.tracing import TRACE_LOCK
 from edgewise.runtime.colocated import sampled_predictions
 
 if TYPE_CHECKING:
@@ -70,7 +71,7 @@ def offline_inference_options(model: Student, holdout: Window, golden: torch.nn.
     base = max(float((full == truth).mean()), 1e-6)
     torch.set_num_threads(1)
     sample = torch.from_numpy(holdout.x[:1])
-    with torch.no_grad():
+    with torch.no_grad(), TRACE_LOCK:  # no trace in another thread may capture these calls
         cpu0 = time.thread_time()
         for _ in range(200):
             model(sample).argmax(1)
@@ -93,12 +94,13 @@ def _host_seconds_per_sample(seconds: float = 0.3, batch: int = 32) -> float:
     model = EdgeCNN()
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     x, y = torch.rand(batch, 1, 8, 8), torch.randint(0, 10, (batch,))
-    done, cpu0, wall0 = 0, time.thread_time(), time.perf_counter()
-    while time.perf_counter() - wall0 < seconds:
-        opt.zero_grad()
-        torch.nn.functional.cross_entropy(model(x), y).backward()  # type: ignore[no-untyped-call]
-        opt.step()
-        done += batch
+    with TRACE_LOCK:  # no trace in another thread may capture these calls
+        done, cpu0, wall0 = 0, time.thread_time(), time.perf_counter()
+        while time.perf_counter() - wall0 < seconds:
+            opt.zero_grad()
+            torch.nn.functional.cross_entropy(model(x), y).backward()  # type: ignore[no-untyped-call]
+            opt.step()
+            done += batch
     return (time.thread_time() - cpu0) / done
 
 

@@ -15,6 +15,7 @@ from torch import nn
 from edgewise.errors import ConfigError
 from edgewise.nn.streams import N_CLASSES, Drift, apply_drift, stream_pools
 from edgewise.nn.students import SpecStudent, student_from_text
+from edgewise.nn.tracing import TRACE_LOCK
 from edgewise.wire.frames import decode, to_torch
 from edgewise.wire.state import encode_state_dict
 
@@ -99,6 +100,15 @@ def _fit(model: nn.Module, x: NDArray[np.float32], y: NDArray[np.int64], epochs:
     opt = torch.optim.Adam(params, lr=lr)
     gen = torch.Generator().manual_seed(seed)
     xt, yt = torch.from_numpy(x), torch.from_numpy(y)
+    with TRACE_LOCK:  # a trace in another thread of this process would capture the passes
+        _passes(model, opt, gen, xt, yt, epochs, batch_size, on_epoch, on_step)
+    model.eval()
+
+
+def _passes(model: nn.Module, opt: torch.optim.Optimizer, gen: torch.Generator,
+            xt: torch.Tensor, yt: torch.Tensor, epochs: int, batch_size: int,
+            on_epoch: Callable[[int], None] | None,
+            on_step: Callable[[], None] | None) -> None:
     model.train()
     for epoch in range(1, epochs + 1):
         order = torch.randperm(len(yt), generator=gen)
@@ -113,7 +123,6 @@ def _fit(model: nn.Module, x: NDArray[np.float32], y: NDArray[np.int64], epochs:
             model.eval()
             on_epoch(epoch)
             model.train()
-    model.eval()
 
 
 def _augmented_pool(seed: int, copies: int, severity: float) -> tuple[NDArray[np.float32],
@@ -169,8 +178,9 @@ def predict(model: nn.Module, x: NDArray[np.float32]) -> NDArray[np.int64]:
     model.eval()
     if len(x) == 0:
         return np.zeros(0, dtype=np.int64)
-    labels: NDArray[np.int64] = (
-        model(torch.from_numpy(np.ascontiguousarray(x))).argmax(1).numpy().astype(np.int64))
+    with TRACE_LOCK:
+        out = model(torch.from_numpy(np.ascontiguousarray(x)))
+    labels: NDArray[np.int64] = out.argmax(1).numpy().astype(np.int64)
     return labels
 
 
