@@ -1,4 +1,4 @@
-"""`edgewise demo`: the main job, one part per problem; the Deep-Edge parts run on a
+"""`edgewise demo`: the main job, one part per problem; Deep-Edge's plan runs on a
 kernel-enforced testbed where this machine can make one (root, namespaces, cgroups), else
 on the single-host emulator, with one line saying why."""
 
@@ -17,7 +17,7 @@ from edgewise.runtime.plan import TrainConfig
 __all__ = ["DEMO_TESTBED", "demo", "demo_cluster"]
 
 DEMO_TESTBED = "edgewise-demo"
-TESTBED_EPOCHS = 4  # a testbed runs its devices' time `time_dilation` times slower
+TESTBED_EPOCHS = 3  # a testbed runs its devices' time `time_dilation` times slower
 
 
 @contextmanager
@@ -57,40 +57,34 @@ def demo(
     epochs: int = typer.Option(8, min=1, max=100, help="epochs of the updates (at most "
                                                         f"{TESTBED_EPOCHS} on a testbed)"),
     use_testbed: bool = typer.Option(True, "--testbed/--no-testbed",
-                                     help="run the Deep-Edge parts on a testbed if possible"),
+                                     help="run Deep-Edge's plan on a testbed if possible"),
 ) -> None:
     """The main job: (1) a real parameter-server model update with equal shards on the
-    Deep-Edge testbed (kernel-enforced where possible, else emulated on this host), a worker
-    killed mid-epoch and the job recovering from its checkpoint; (2) the Deep-Edge plan for
-    it with one heavily loaded Nano, run with SIFT really running beside the training on
-    every worker; (3) a CNN partitioned over emulated Jetson Nanos behind slow links, one
-    stage killed mid-stream and every request answered once; (4) Ekya's thief vs uniform on
-    drifting digits streams, retraining and inference really sharing a device; (5) Okita
-    planning a job over three edge sites and running it with a migration; (6) SROLE's
-    methods placing VGG-16 training on a 10-node network."""
+    Deep-Edge testbed emulated on this host, a worker killed mid-epoch and the job
+    recovering from its checkpoint; (2) the Deep-Edge plan for it with one heavily loaded
+    Nano, run with SIFT really running beside the training on every worker, on a
+    kernel-enforced testbed where the machine allows (else emulated); (3) a CNN partitioned
+    over emulated Jetson Nanos behind slow links, one stage killed mid-stream and every
+    request answered once; (4) Ekya's thief vs uniform on drifting digits streams,
+    retraining and inference really sharing a device; (5) Okita planning a job over three
+    edge sites and running it with a migration; (6) SROLE's methods placing VGG-16
+    training on a 10-node network."""
     from edgewise.cli.update import DEMO_STATE, run_plan
 
     cluster = EXAMPLES / "deep-edge-testbed.yaml"
+    out.rule("1. data-parallel model update with a crash injected")
+    result = run_equal_update(cluster, TrainConfig(epochs=epochs), 32, kill_worker or None,
+                              None, "local")
+    for lost in result.interruptions:
+        since = f"the epoch-{lost.epoch - 1} checkpoint" if lost.epoch else "the start"
+        out.print(f"fault: {lost.member} on {lost.device} ({lost.reason}); strikes now "
+                  f"{lost.strikes}; the job resumed from {since}")
+    out.print(f"[bold]final validation accuracy {result.val_accuracy:.3f}[/]")
+    out.rule("2. Deep-Edge: interference-aware plan, background apps running")
     with demo_cluster(use_testbed) as address:
         n = epochs if address is None else min(epochs, TESTBED_EPOCHS)
-        kill = kill_worker if address is None or not kill_worker else _within(kill_worker, n)
-        out.rule("1. data-parallel model update with a crash injected")
-        result = run_equal_update(cluster, TrainConfig(epochs=n), 32, kill or None, None,
-                                  address)
-        for lost in result.interruptions:
-            since = f"the epoch-{lost.epoch - 1} checkpoint" if lost.epoch else "the start"
-            out.print(f"fault: {lost.member} on {lost.device} ({lost.reason}); strikes now "
-                      f"{lost.strikes}; the job resumed from {since}")
-        out.print(f"[bold]final validation accuracy {result.val_accuracy:.3f}[/]")
-        out.rule("2. Deep-Edge: interference-aware plan, background apps running")
         run_plan(cluster, "deep-edge", [DEMO_STATE], n, 0.0, address)
     _emulated_parts()
-
-
-def _within(kill: str, epochs: int) -> str:
-    """``DEVICE@EPOCH`` with the epoch moved inside the run's ``epochs``."""
-    device, _, epoch = kill.partition("@")
-    return f"{device}@{min(int(epoch), epochs - 1)}" if epoch.isdigit() else kill
 
 
 def _emulated_parts() -> None:
