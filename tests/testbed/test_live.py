@@ -112,20 +112,33 @@ def _up_other(live: Live) -> subprocess.Popen[str]:
 
 def _half_up_other(live: Live, signum: int) -> subprocess.Popen[str]:
     """``up`` of the other testbed, sent ``signum`` once it is half made (its head starts)."""
-    proc = _up_other(live)
     log = Path(f"/tmp/ewtb/{OTHER}/0/ray-start.log")
+    log.unlink(missing_ok=True)  # a stale log (a crashed run) is not this up's
+    proc = _up_other(live)
     deadline = time.monotonic() + 60
     while not log.exists() and time.monotonic() < deadline and proc.poll() is None:
         time.sleep(0.1)
     proc.send_signal(signum)
-    proc.communicate(timeout=120)
+    output, _ = proc.communicate(timeout=120)
+    print(output)  # shown when an assertion on it fails
     return proc
 
 
+@pytest.fixture
+def no_other(live: Live) -> Iterator[None]:
+    """Nothing of the other testbed before the test (a crashed run's) nor after it."""
+    lifecycle.down(OTHER, state=live.state)
+    try:
+        yield
+    finally:
+        lifecycle.down(OTHER, state=live.state)
+
+
+@pytest.mark.usefixtures("no_other")
 def test_interrupted_up_leaves_nothing_and_a_second_testbed_coexists(live: Live) -> None:
     cgroups = live.tb.nodes.cgroups
     proc = _half_up_other(live, signal.SIGINT)
-    assert proc.returncode == 130
+    assert proc.returncode == 130  # also when the signal comes while it imports
     assert leftovers(OTHER, cgroups) == dict.fromkeys(
         ("namespaces", "veths", "cgroups", "processes"), 0)
     assert read_record(OTHER, live.state) is None

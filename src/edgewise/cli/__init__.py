@@ -114,4 +114,11 @@ def __getattr__(name: str) -> Any:
 
 
 def main() -> None:
-    build_app(_called(sys.argv[1:]))()
+    """The ``edgewise`` script. Ctrl-C while the groups import (seconds) exits 130 with
+    one line, as it does once a command runs (``cli.common.user_errors``)."""
+    try:
+        app_ = build_app(_called(sys.argv[1:]))
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        raise SystemExit(130) from None
+    app_()
