@@ -3,6 +3,7 @@ the site stores where the job's data lies at the start (D_i^r chunks at site r).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -44,21 +45,26 @@ def _site_arrays(train: Dataset, ids: list[NDArray[np.int64]], chunks: list[int]
     return {"x": part.x, "y": part.y, "ids": part.ids, "chunk": chunk_of}
 
 
-def check_data(problem: SitesProblem, n_samples: int) -> None:
-    """A chunk holds at least one sample: ConfigError for a job with more chunks."""
+def check_data(problem: SitesProblem, n_samples: Mapping[str, int]) -> None:
+    """A chunk holds at least one sample: ConfigError for a job with more chunks than its
+    training set (``n_samples`` by job name) has samples."""
     for i, job in enumerate(problem.jobs):
-        if job.total_chunks > n_samples:
-            raise ConfigError(f"{job.total_chunks} chunks, but the digits training set has "
-                              f"{n_samples} samples to cut into chunks", field=f"jobs[{i}].data")
+        if job.total_chunks > n_samples[job.name]:
+            data = "its workload's" if job.workload is not None else "the digits"
+            raise ConfigError(f"{job.total_chunks} chunks, but {data} training set has "
+                              f"{n_samples[job.name]} samples to cut into chunks",
+                              field=f"jobs[{i}].data")
 
 
-def load_data(problem: SitesProblem, stores: list[Any], train: Dataset, seed: int,
-              compression: Codec) -> dict[str, JobState]:
-    """Each job's own copy of ``train`` cut into its Σ_r D_i^r chunks; site r's store starts
-    with D_i^r of them (the data its cameras collected). Returns each job's driver state."""
-    check_data(problem, len(train))
+def load_data(problem: SitesProblem, stores: list[Any], trains: Mapping[str, Dataset],
+              seed: int, compression: Codec) -> dict[str, JobState]:
+    """Each job's own copy of its training set (``trains`` by job name) cut into its
+    Σ_r D_i^r chunks; site r's store starts with D_i^r of them (the data its cameras
+    collected). Returns each job's driver state."""
+    check_data(problem, {name: len(t) for name, t in trains.items()})
     states: dict[str, JobState] = {}
     for i, job in enumerate(problem.jobs):
+        train = trains[job.name]
         ids = split_chunks(len(train), job.total_chunks, seed + i)  # positions in train
         bounds = np.cumsum([0, *job.data])
         remaining = [list(range(int(bounds[r]), int(bounds[r + 1])))

@@ -38,6 +38,8 @@ class JobState:
     epochs_done: int = 0
     accuracy: float = float("nan")
     param_bytes_inter_site: int = 0
+    members: MemberSpec | None = None  # the job's own build (its workload); None: the run's
+    validation: bytes | None = None  # the job's own validation frame; None: the run's
 
     @property
     def name(self) -> str:

@@ -64,7 +64,9 @@ class LatencyCost:
 class Job:
     """A UDL job i: arrival slot a_i, chunks D_i^r per site, epochs E_i, worker and PS demands
     m_i^k and n_i^k, worker capacity ρ_i (chunk-epochs per slot), chunk size δ_i (MB),
-    parameter size π_i (MB exchanged per worker per slot) and latency cost f_i."""
+    parameter size π_i (MB exchanged per worker per slot) and latency cost f_i. ``workload``
+    is what a real run trains (a workload YAML's path; None: the digits CNN on digits); the
+    policies do not read it."""
 
     name: str
     arrival: int
@@ -76,6 +78,7 @@ class Job:
     chunk_mb: float
     param_mb: float
     latency: LatencyCost = LatencyCost()
+    workload: str | None = None
 
     @property
     def total_chunks(self) -> int:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 import numpy as np
@@ -20,12 +20,12 @@ from numpy.typing import NDArray
 
 from edgewise.cluster.model import Cluster, Link
 from edgewise.errors import RuntimeFault
-from edgewise.nn.data import digits_split
 from edgewise.runtime.emulation import EmulationConfig
 from edgewise.runtime.launch import MemberSpec, monitor_handle
 from edgewise.runtime.ray_cluster import RayRuntime, start_local
 from edgewise.runtime.shaping import ByteCounter, ShapedLink
 from edgewise.sites.chunks import check_data, chunk_frame, load_data
+from edgewise.sites.jobdata import job_data
 from edgewise.sites.jobstate import JobState
 from edgewise.sites.problem import Plan, SitesProblem
 from edgewise.sites.sitemap import SiteDevices, site_cluster, site_devices
@@ -213,13 +213,20 @@ def execute(runtime: RayRuntime, problem: SitesProblem, plan: Plan, /, *,
     sites = site_devices(runtime.cluster, problem, plan)
     stores = _stores(runtime, sites, config)
     monitor = monitor_handle(runtime, config.heartbeat_s)
-    train, val = digits_split(seed=config.seed)
-    validation = encode({"x": val.x, "y": val.y, "ids": val.ids})
-    runner = SlotRunner(runtime, sites, stores, monitor, validation, config.slot_settings(),
+    data = job_data(problem, config.seed)
+    settings = config.slot_settings()
+    digits = [d for d in data.values() if d.workload is None]  # jobs with no workload
+    default = digits[0] if digits else next(iter(data.values()))
+    runner = SlotRunner(runtime, sites, stores, monitor, default.validation, settings,
                         events or (lambda kind, data: None))
     states: dict[str, JobState] = {}
     try:
-        states.update(load_data(problem, stores, train, config.seed, config.compression))
+        states.update(load_data(problem, stores, {n: d.train for n, d in data.items()},
+                                config.seed, config.compression))
+        for name, own in data.items():
+            if own.workload is not None:
+                states[name].members = replace(settings.members, model=own.workload)
+                states[name].validation = own.validation
         for slot in range(plan.n_slots):
             runner.run_slot(slot, plan.n_slots, plan.for_slot(slot), states)
         runner.finish(states)
@@ -245,7 +252,7 @@ def execute_emulated(problem: SitesProblem, plan: Plan, *,
     :func:`execute` the plan, shut Ray down. Devices compute at host speed (stretch 1 for
     the fastest type)."""
     check_plan(problem, plan)
-    check_data(problem, len(digits_split(seed=config.seed)[0]))
+    check_data(problem, {n: len(d.train) for n, d in job_data(problem, config.seed).items()})
     cluster = cluster or emulated_cluster(problem, plan, config)
     site_devices(cluster, problem, plan)  # ConfigError before Ray starts
     fastest = max(d.speed for d in cluster.devices)

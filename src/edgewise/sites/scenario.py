@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -70,6 +71,10 @@ class JobIn(_Model):
     worker: DemandIn
     ps: DemandIn
     latency: LatencyIn = Field(default_factory=LatencyIn)
+    workload: str | None = Field(
+        default=None, min_length=1, max_length=4096,
+        description="a workload YAML that `sites run` trains for this job (relative to the "
+                    "scenario file); default: the digits CNN on digits")
 
 
 class ScenarioIn(_Model):
@@ -84,7 +89,8 @@ class ScenarioIn(_Model):
         sites = tuple(SiteSpec(s.name, (s.gpu, s.cpu, s.mem_gb, s.disk_gb)) for s in self.sites)
         jobs = tuple(
             Job(j.name, j.arrival, tuple(j.data), j.epochs, _demand(j.worker), _demand(j.ps),
-                j.rho, j.chunk_mb, j.param_mb, LatencyCost(**j.latency.model_dump()))
+                j.rho, j.chunk_mb, j.param_mb, LatencyCost(**j.latency.model_dump()),
+                j.workload)
             for j in self.jobs)
         q = tuple(tuple(row) for row in self.bandwidth_cost)
         return SitesProblem(sites, q, jobs, self.horizon, self.alpha, self.beta)
@@ -94,8 +100,11 @@ def _demand(d: DemandIn) -> tuple[float, float, float, float]:
     return (float(d.gpu), float(d.cpu), float(d.mem_gb), float(d.disk_gb))
 
 
-def scenario_from_dict(data: Any, source: str = "<dict>") -> SitesProblem:
-    """Validate a parsed scenario; ConfigError names the source, the field and the problem."""
+def scenario_from_dict(data: Any, source: str = "<dict>",
+                       base: Path | None = None) -> SitesProblem:
+    """Validate a parsed scenario; ConfigError names the source, the field and the problem.
+    A job's relative ``workload`` path is taken from ``base`` (the file's folder) when
+    given."""
     if not isinstance(data, dict):
         raise ConfigError("the file must hold a mapping (horizon:, sites:, ...)", source=source)
     try:
@@ -103,14 +112,21 @@ def scenario_from_dict(data: Any, source: str = "<dict>") -> SitesProblem:
     except ValidationError as exc:
         raise config_error(exc, source) from None
     try:
-        return parsed.to_problem()
+        problem = parsed.to_problem()
     except ConfigError as exc:
         raise ConfigError(exc.problem, source=source, field=exc.field) from None
+    return problem if base is None else _workloads_from(problem, base)
+
+
+def _workloads_from(problem: SitesProblem, base: Path) -> SitesProblem:
+    jobs = tuple(replace(j, workload=str(base / j.workload)) if j.workload is not None
+                 and not Path(j.workload).is_absolute() else j for j in problem.jobs)
+    return replace(problem, jobs=jobs)
 
 
 def load_scenario(path: str | Path) -> SitesProblem:
     """Read and validate a scenario YAML file."""
-    return scenario_from_dict(read_yaml(path), source=str(path))
+    return scenario_from_dict(read_yaml(path), source=str(path), base=Path(path).parent)
 
 
 def problem_to_dict(problem: SitesProblem) -> dict[str, Any]:
@@ -127,6 +143,7 @@ def problem_to_dict(problem: SitesProblem) -> dict[str, Any]:
             "worker": demand(j.worker_demand), "ps": demand(j.ps_demand),
             "latency": {"kind": j.latency.kind, "tau": j.latency.tau, "rate": j.latency.rate,
                         "b": j.latency.b, "tau2": j.latency.tau2, "c": j.latency.c},
+            **({} if j.workload is None else {"workload": j.workload}),
         } for j in problem.jobs],
     }
 

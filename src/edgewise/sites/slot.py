@@ -155,8 +155,8 @@ class SlotRunner:
         if state.ps is None or state.ps_device != ps_device:
             self._stop_actors(state)
             self._ship_checkpoint(state, ps_device)
-            state.start_ps(self.runtime, self.settings.members, ps_device, entry.slot,
-                           self.validation)
+            state.start_ps(self.runtime, state.members or self.settings.members, ps_device,
+                           entry.slot, state.validation or self.validation)
             if state.checkpoint is not None:
                 restored = self._evaluate(state)
         for device in [d for d in state.workers if d not in worker_devices]:
@@ -164,8 +164,9 @@ class SlotRunner:
         for device in worker_devices:
             if device not in state.workers:
                 store = self.sites[self.site_of[device]].store
-                state.start_worker(self.runtime, self.settings.members, device, entry.slot,
-                                   store, self.monitor, self.settings.batch_size)
+                state.start_worker(self.runtime, state.members or self.settings.members,
+                                   device, entry.slot, store, self.monitor,
+                                   self.settings.batch_size)
         return restored
 
     def _apart(self, a: str, b: str) -> bool:
