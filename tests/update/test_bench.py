@@ -15,13 +15,18 @@ from hypothesis import strategies as st
 from edgewise.bench import BenchContext, Figures, run_bench
 from edgewise.perf import calibrated_constants as K
 from edgewise.perf.calibrated import calibrated
-from edgewise.update.bench import SPEC, fit_settings, plots
+from edgewise.update.bench import QUICK_TRIALS, SPEC, fit_settings, plots
 from edgewise.update.defaults import DEFAULTS, HeadlineDefaults
-from edgewise.update.protocol import DEVICE_TYPES, drawn_experiment, perfect_model_figures
+from edgewise.update.protocol import (
+    DEVICE_TYPES,
+    FIT_TRIALS,
+    drawn_experiment,
+    perfect_model_figures,
+)
 from edgewise.update.sweep import SweepAxes, run_sweep
 from edgewise.update.sweep_plots import sweep_plots
 
-TINY = {"experiments": 3, "fit_trials": 2, "profile_rows": 400, "fit_budget": 6.0,
+TINY = {"experiments": 3, "fit_trials": 2, "profile_rows": 400, "fit_budget": None,
         "sweep": False}
 WALL_CLOCK = ("solver_seconds_10_devices", "solver_seconds_100_devices",
               "solver_seconds_1000_devices", "fit_seconds", "seconds", "bench_seconds")
@@ -137,3 +142,13 @@ def test_the_histogram_is_the_plots_part(tmp_path: Path, tiny: Figures) -> None:
     out = plots(parts, tmp_path)
     assert out == {"histogram_png": str(tmp_path / "deep-edge-speedup.png")}
     assert Path(out["histogram_png"]).read_bytes()[:4] == b"\x89PNG"
+
+
+def test_the_default_fit_is_trial_bounded_and_a_budget_is_asked_for() -> None:
+    base = {"fit_trials": None, "fit_budget": None, "profile_rows": 1650}
+    default = fit_settings(BenchContext(seed=0, options=base))
+    assert (default.trials, default.rows) == (FIT_TRIALS, 1650) and FIT_TRIALS == 30
+    assert fit_settings(BenchContext(seed=0, quick=True, options=base)).trials == QUICK_TRIALS
+    assert fit_settings(BenchContext(seed=0, options={**base, "fit_trials": 5})).trials == 5
+    timed = fit_settings(BenchContext(seed=0, options={**base, "fit_budget": 2.5}))
+    assert (timed.trials, timed.budget_s) == (None, 2.5)

@@ -38,6 +38,7 @@ from edgewise.update.experiments import random_cluster_problem
 from edgewise.update.policies import REGISTRY
 from edgewise.update.protocol import (
     DEVICE_TYPES,
+    FIT_TRIALS,
     REPEATABLE_TRIALS,
     FitSettings,
     Models,
@@ -162,11 +163,13 @@ def _solver_seconds(n: int, rng: np.random.Generator, learned: Models, truth: Mo
 
 
 def fit_settings(ctx: BenchContext) -> FitSettings:
-    """The learned models' fit: ``--fit-trials`` (or, with --quick, QUICK_TRIALS) trials per
-    function, else ``--fit-budget`` seconds per function."""
-    trials = ctx.option("fit_trials") or (QUICK_TRIALS if ctx.quick else None)
-    return FitSettings(rows=int(ctx.option("profile_rows")),
-                       budget_s=float(ctx.option("fit_budget")), trials=trials)
+    """The learned models' fit: ``--fit-budget`` seconds per function when given, else
+    ``--fit-trials`` trials per function (default FIT_TRIALS, QUICK_TRIALS with --quick)."""
+    rows, budget = int(ctx.option("profile_rows")), ctx.option("fit_budget")
+    if budget is not None:
+        return FitSettings(rows=rows, budget_s=float(budget), trials=None)
+    trials = ctx.option("fit_trials") or (QUICK_TRIALS if ctx.quick else FIT_TRIALS)
+    return FitSettings(rows=rows, trials=int(trials))
 
 
 def simulated(ctx: BenchContext) -> Figures:
@@ -232,11 +235,12 @@ SPEC = BenchSpec(
     options=(
         BenchOption("experiments", None, f"random experiments (default {EXPERIMENTS}; "
                     f"{QUICK_EXPERIMENTS} with --quick)", minimum=1, maximum=10000),
-        BenchOption("fit_budget", 6.0, "AutoML seconds per learned function", kind="float",
-                    minimum=0.5),
-        BenchOption("fit_trials", None, "fit each function by this many AutoML trials instead "
-                    f"of a time budget: repeatable (--quick: {QUICK_TRIALS})", minimum=1,
-                    maximum=1000),
+        BenchOption("fit_budget", None, "fit each function for this many AutoML seconds "
+                    "instead of a number of trials (how many trials that buys depends on the "
+                    "host's load: not repeatable)", kind="float", minimum=0.5),
+        BenchOption("fit_trials", None, f"AutoML trials per learned function (default "
+                    f"{FIT_TRIALS}, as `edgewise update fit`; --quick: {QUICK_TRIALS}); "
+                    "repeatable", minimum=1, maximum=1000),
         BenchOption("profile_rows", 1650, "profile rows per device type the learned models "
                     "are fitted on (Table I: 1,386 train + 264 test)", minimum=100,
                     maximum=100_000),

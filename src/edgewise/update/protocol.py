@@ -29,17 +29,19 @@ Models = Mapping[str, PerfModel]
 """Performance models by device type (learned, or the calibrated ground truth)."""
 MAX_REDRAWS = 100
 REPEATABLE_TRIALS = 8  # AutoML trials per function of a repeatable fit: MAPEs close to 6 s fits
+FIT_TRIALS = 30  # the bench's default fit: `edgewise update fit`'s default trials per function
 
 
 @dataclass(frozen=True, slots=True)
 class FitSettings:
     """How the learned models are fitted: ``rows`` profile rows per device type, and either
-    ``budget_s`` AutoML seconds per function or, when ``trials`` is set, that many trials
-    (repeatable: the same seed gives the same models)."""
+    ``trials`` AutoML trials per function (repeatable: the same seed gives the same models,
+    whatever the host's load) or, when ``trials`` is None, ``budget_s`` AutoML seconds per
+    function (how many trials that buys depends on the host)."""
 
     rows: int = 1650
     budget_s: float = 6.0
-    trials: int | None = None
+    trials: int | None = FIT_TRIALS
 
 
 def learn(seed: int, fit: FitSettings, truth: Mapping[str, CalibratedDevice] | None = None,
