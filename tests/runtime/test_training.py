@@ -137,7 +137,10 @@ def test_stalled_device_or_cut_link_restarts_from_checkpoint(
     FaultInjector().clear()
     assert result.interruptions, "the fault went unnoticed"
     device = "nano-0" if action == "stall" else "nano-2"
-    assert result.interruptions[0].device == device
-    assert result.interruptions[0].detected_at - started < 30
+    # the faulty device is detected; on a loaded 2-core host a healthy one's heartbeat can
+    # be late too (CI once saw nano-1 first), which is not what this test is about
+    found = [i for i in result.interruptions if i.device == device]
+    assert found, [i.device for i in result.interruptions]
+    assert found[0].detected_at - started < 30
     _assert_each_sample_once(result)
     assert len(result.epochs) == 2

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import typer
 
 from edgewise.cli.common import err, state_dir, user_errors
 from edgewise.cluster.examples import example_path
+from edgewise.nn.workload.http import DATA_DIR_ENV
 
 __all__ = ["serve"]
 
@@ -28,9 +30,13 @@ def serve(
     max_running: int = typer.Option(2, min=1, max=64, help="jobs that run at once"),
     planning_seconds: float = typer.Option(20.0, min=1.0, max=3600.0,
                                            help="time limit of one planning request"),
+    data_dir: Path | None = typer.Option(
+        None, help="the folder whose images, npz and safetensors files update jobs' "
+                   "workloads may name (relative paths); default: <state dir>/data"),
 ) -> None:
     """Start the cluster and serve the manager: API, dashboard at /, Prometheus /metrics
-    (bearer token required; the dashboard asks for it)."""
+    (bearer token required; the dashboard asks for it). Update jobs may train a workload
+    (a built-in or hf: model) on files in the data folder (--data-dir)."""
     from edgewise.cluster.schema import load_cluster
     from edgewise.service.app import check_bind
     from edgewise.service.server import ManagerConfig, loopback_ray, run_manager
@@ -40,6 +46,7 @@ def serve(
         loopback_ray()  # before anything imports Ray
     spec = load_cluster(cluster)
     state = state_dir()
+    os.environ[DATA_DIR_ENV] = str((data_dir or state / "data").absolute())
     err.print(f"manager for cluster {spec.name}: dashboard http://{host}:{port}/, "
               f"API /api/v1, OpenAPI /openapi.json, state in {state}")
     run_manager(ManagerConfig(cluster=spec, state_dir=state, db_path=db, host=host, port=port,

@@ -139,6 +139,7 @@ def _job_spec(request: LaunchRequest) -> TrainJobSpec:
         learning_rate=request.learning_rate,
         seed=request.seed,
         target_accuracy=request.target_accuracy,
+        workload=request.workload,
     )
 
 

@@ -13,6 +13,7 @@ import numpy as np
 from edgewise.cluster.model import Cluster, Role
 from edgewise.errors import ConfigError
 from edgewise.nn.data import digits_split
+from edgewise.nn.workload import Workload, open_data, resolved, validate
 from edgewise.runtime.engine import EpochRecord, Interruption, train
 from edgewise.runtime.jobs import JobContext, JobKind, Planned
 from edgewise.runtime.plan import TrainConfig, TrainPlan, equal_plan
@@ -20,8 +21,8 @@ from edgewise.update.api_schemas import TrainJobSpec
 from edgewise.update.policies import get_policy
 from edgewise.update.run import cluster_problem, to_train_plan
 
-__all__ = ["DEFAULT_BATCH_SIZE", "UPDATE_KIND", "build_plan", "training_set_size",
-           "validate_spec"]
+__all__ = ["DEFAULT_BATCH_SIZE", "UPDATE_KIND", "build_plan", "job_workload",
+           "training_set_size", "validate_spec"]
 
 DEFAULT_BATCH_SIZE = 32
 """Mini-batch size of a worker the spec gives none."""
@@ -61,12 +62,31 @@ def validate_spec(cluster: Cluster, spec: TrainJobSpec) -> list[str]:
     return workers
 
 
-def build_plan(cluster: Cluster, spec: TrainJobSpec, workers: list[str]) -> TrainPlan:
+def job_workload(spec: TrainJobSpec) -> Workload | None:
+    """The spec's own workload, checked by a dry run on this machine (ConfigError naming the
+    ``workload.`` field); None for the built-in model on digits."""
+    if spec.workload is None:
+        return None
+    workload = spec.workload.to_workload()
+    try:
+        return resolved(workload, validate(workload, seed=spec.seed))
+    except ConfigError as exc:
+        raise ConfigError(exc.problem, field=f"workload.{exc.field or 'model'}") from None
+
+
+def _samples(workload: Workload | None) -> int:
+    if workload is None:
+        return training_set_size()
+    return open_data(workload).size("train")
+
+
+def build_plan(cluster: Cluster, spec: TrainJobSpec, workers: list[str],
+               workload: Workload | None = None) -> TrainPlan:
     """The engine's plan: the spec's shards, else its policy's over ``workers`` (the server
     and store where the cluster's roles put them); a worker without a batch size gets
     ``DEFAULT_BATCH_SIZE``. ConfigError (``shards``) if the shards miss a worker or do not
-    sum to the training set's size (1,437)."""
-    n_samples = training_set_size()
+    sum to the training set's size (1,437 digits, or ``workload``'s training split)."""
+    n_samples = _samples(workload)
     pool = cluster.without(frozenset(cluster.device_names) - set(workers) - _servers(cluster))
     if spec.shards is None and spec.policy != "equal":
         problem = cluster_problem(pool, {}, n_samples)
@@ -96,18 +116,22 @@ def _servers(cluster: Cluster) -> set[str]:
 
 
 def _check(spec: TrainJobSpec, cluster: Cluster) -> None:
-    build_plan(cluster, spec, validate_spec(cluster, spec))
+    build_plan(cluster, spec, validate_spec(cluster, spec), job_workload(spec))
 
 
 def _plan(spec: TrainJobSpec, ctx: JobContext) -> Planned:
-    plan = build_plan(ctx.cluster, spec, validate_spec(ctx.cluster, spec))
+    workload = job_workload(spec)
+    plan = build_plan(ctx.cluster, spec, validate_spec(ctx.cluster, spec), workload)
     rows = [[w, plan.shards[w], plan.batch_sizes[w]] for w in plan.workers]
     view = {"policy": plan.policy, "parameter_server": plan.ps_device,
             "data_store": plan.store_device, "shards": dict(plan.shards),
             "batch_sizes": dict(plan.batch_sizes),
             "tables": [{"title": "workers: data shard and batch size",
                         "columns": ["worker", "shard (samples)", "batch size"], "rows": rows}]}
-    return Planned(view, plan)
+    if spec.workload is not None:
+        view["workload"] = {"model": spec.workload.model, "data": spec.workload.data,
+                            "train_samples": sum(plan.shards.values())}
+    return Planned(view, (plan, workload))
 
 
 def _events(spec: TrainJobSpec, ctx: JobContext) -> Any:
@@ -148,10 +172,11 @@ def _events(spec: TrainJobSpec, ctx: JobContext) -> Any:
 
 
 def _execute(spec: TrainJobSpec, planned: Planned, ctx: JobContext) -> dict[str, Any]:
-    config = TrainConfig(model=spec.model, mode=spec.mode, epochs=spec.epochs,
-                         learning_rate=spec.learning_rate, seed=spec.seed,
-                         target_accuracy=spec.target_accuracy)
-    result = train(ctx.runtime, config, planned.payload, ledger=ctx.ledger,
+    plan, workload = planned.payload
+    config = TrainConfig(model=spec.model, workload=workload, mode=spec.mode,
+                         epochs=spec.epochs, learning_rate=spec.learning_rate,
+                         seed=spec.seed, target_accuracy=spec.target_accuracy)
+    result = train(ctx.runtime, config, plan, ledger=ctx.ledger,
                    events=_events(spec, ctx), checkpoint_dir=ctx.work_dir / "checkpoints",
                    resume=ctx.resumed)
     last = result.epochs[-1] if result.epochs else None

@@ -6,6 +6,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
+from edgewise.nn.workload.http import HttpWorkload
 from edgewise.runtime.jobs import MAX_DEVICES, BatchSize, DeviceName, ShardSize
 
 __all__ = [
@@ -142,6 +143,9 @@ class LaunchRequest(BaseModel):
     learning_rate: float = Field(default=0.01, gt=0, le=10)
     seed: int = Field(default=0, ge=0, le=2**63 - 1)
     target_accuracy: float | None = Field(default=None, gt=0, le=1)
+    workload: HttpWorkload | None = Field(
+        default=None, description="the user's model and data (see the update job's spec); "
+        "the shards must cover its training split")
 
 
 class MonitorView(BaseModel):
@@ -197,6 +201,9 @@ class TrainJobSpec(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
 
     model: Literal["digits-cnn"] = Field(default="digits-cnn", description="model to train")
+    workload: HttpWorkload | None = Field(
+        default=None, description="the user's model and data instead of ``model`` on digits: "
+        "a built-in or hf:<ConfigClass> model, data in the manager's data folder")
     mode: Literal["async", "sync"] = Field(default="async", description="parameter updates")
     epochs: int = Field(default=5, ge=1, le=100)
     policy: Literal["deep-edge", "fair", "equal"] = Field(
