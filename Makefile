@@ -32,7 +32,7 @@ browser-deps:
 demo: $(STAMP) system-deps
 	$(BIN)/edgewise demo
 
-test: $(STAMP) browser-deps
+test: $(STAMP) browser-deps system-deps
 	$(BIN)/pytest
 
 lint: $(STAMP)

@@ -17,6 +17,7 @@ from rich.table import Table
 from edgewise.cli.common import Address, err, out, state_dir, user_errors, writable_folder
 from edgewise.cluster.schema import load_cluster
 from edgewise.errors import ConfigError
+from edgewise.nn.workload import Workload, load_workload, resolved, validate
 from edgewise.perf.profiler import ProfileResult, default_config, quick_config
 from edgewise.perf.profiler import profile as run_profile
 
@@ -79,16 +80,21 @@ def profile(
     address: str = Address,
     cluster: Path | None = typer.Option(None, help="the cluster YAML of --address"),
     as_json: bool = typer.Option(False, "--json", help="print the summary as one JSON object"),
+    workload: Path | None = typer.Option(
+        None, "--workload", help="profile the training step of this workload (your model and "
+        "data, docs/workloads.md) instead of DigitsCNN on digits; fit its rows with `update "
+        "fit --models NAME` and plan with them by `update plan --models NAME`"),
 ) -> None:
-    """Profile the model-update task (DigitsCNN training steps) under CPU and memory stress
-    points with the SIFT app co-located (Deep-Edge §IV-B1): on this host, or on a device of
-    a testbed or of any Ray cluster, where the stressors and the app share the device's own
-    CPU and memory and every update goes through a real parameter server."""
+    """Profile the model-update task (DigitsCNN training steps, or --workload's) under CPU
+    and memory stress points with the SIFT app co-located (Deep-Edge §IV-B1): on this host,
+    or on a device of a testbed or of any Ray cluster, where the stressors and the app share
+    the device's own CPU and memory and every update goes through a real parameter server."""
     writable_folder(output.parent, "--output")
     if device and not (testbed or address):
         raise ConfigError("give --testbed NAME or --address (and --cluster)", field="--device")
     if not device and (testbed or address):
         raise ConfigError("name the device to profile", field="--device")
+    chosen = _checked_workload(workload)
     bars = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                     TimeElapsedColumn(), console=err)
     with bars:
@@ -99,11 +105,11 @@ def profile(
 
         if device:
             result = _on_device(output, device, device_type, quick, repeats, testbed,
-                                address, cluster, progress)
+                                address, cluster, progress, chosen)
         else:
             config = (quick_config if quick else default_config)(device_type or "host-x86",
                                                                  repeats)
-            result = run_profile(output, config, progress)
+            result = run_profile(output, replace(config, workload=chosen), progress)
     if as_json:
         print(json.dumps({"path": str(result.path), "rows": len(result.samples),
                           "written": result.written, "skipped": result.skipped,
@@ -112,9 +118,18 @@ def profile(
         out.print(summary_table(result))
 
 
+def _checked_workload(path: Path | None) -> Workload | None:
+    """The workload of ``--workload``, dry-run and resolved (None: DigitsCNN on digits)."""
+    if path is None:
+        return None
+    loaded = load_workload(path)
+    return resolved(loaded, validate(loaded))
+
+
 def _on_device(output: Path, device: str, device_type: str, quick: bool, repeats: int,
                testbed: str, address: str, cluster: Path | None,
-               progress: Callable[[int, int, str], None]) -> ProfileResult:
+               progress: Callable[[int, int, str], None],
+               workload: Workload | None = None) -> ProfileResult:
     """Profile ``device`` of the testbed ``testbed`` (joined as its driver) or of the Ray
     cluster at ``address`` whose devices ``cluster`` describes."""
     from edgewise.runtime.devprofile import device_grid, profile_device
@@ -140,7 +155,8 @@ def _on_device(output: Path, device: str, device_type: str, quick: bool, repeats
         base = (quick_config if quick else default_config)(device_type or spec.type, repeats)
         grid = device_grid(spec.memory_mb, (0, 50, 100) if quick else (0, 30, 60, 90),
                            (0.0, 0.125) if quick else (0.0, 0.1, 0.25))
-        return profile_device(runtime, device, output, replace(base, grid=tuple(grid)),
+        return profile_device(runtime, device, output,
+                              replace(base, grid=tuple(grid), workload=workload),
                               progress=progress)
 
 

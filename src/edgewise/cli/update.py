@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -13,12 +14,15 @@ from rich.table import Table
 from edgewise.cli.common import Address, err, out, state_dir, user_errors, writable_folder
 from edgewise.cli.progress import TrainingProgress
 from edgewise.cli.render import result_table
+from edgewise.cluster.model import Cluster, Role
 from edgewise.cluster.schema import load_cluster
 from edgewise.errors import ConfigError
 from edgewise.nn.workload import Workload, load_workload, validate
+from edgewise.perf.schema import PerfModel
 from edgewise.runtime.health import StrikeLedger
 from edgewise.runtime.plan import TrainConfig
 from edgewise.runtime.ray_cluster import connect
+from edgewise.update.api_schemas import NAME_PATTERN
 from edgewise.update.policies import REGISTRY
 from edgewise.update.problem import UpdatePlan, UpdateProblem
 from edgewise.update.run import UpdateRun, cluster_problem, execute
@@ -30,6 +34,7 @@ __all__ = ["DEMO_STATE", "app", "apps_table", "parse_states", "plan_json", "plan
 app = typer.Typer(help="Model update (Deep-Edge): plan shards and batch sizes, run them.",
                   no_args_is_help=True)
 N_DIGITS = 1437
+CALIBRATED = "calibrated"  # as the manager's solver names the calibrated models
 
 ClusterFile = Annotated[Path, typer.Argument(help="cluster YAML file")]
 States = typer.Option([], "--state", help="DEVICE=CPU,GPU,MEM: a worker's utilisation in % "
@@ -53,11 +58,13 @@ def parse_states(specs: list[str]) -> dict[str, tuple[float, float, float]]:
     return states
 
 
-def plan_table(problem: UpdateProblem, plan: UpdatePlan) -> Table:
-    """Workers, shards, batch sizes and the predicted pressure on each background app."""
+def plan_table(problem: UpdateProblem, plan: UpdatePlan, models: str = "calibrated") -> Table:
+    """Workers, shards, batch sizes and the predicted pressure on each background app;
+    ``models`` names the performance models that predicted them."""
     sim = score(problem, plan)
+    source = "calibrated device models" if models == "calibrated" else f"models {models!r}"
     table = Table(title=f"{plan.policy} plan: predicted epoch {plan.predicted_epoch_s:.1f} s "
-                        f"for {problem.n_samples} samples (calibrated device models)")
+                        f"for {problem.n_samples} samples ({source})")
     for col in ("worker", "type", "state cpu/gpu/mem %", "shard", "batch", "app", "predicted ms",
                 "deadline ms"):
         table.add_column(col, justify="left" if col in ("worker", "type", "app") else "right")
@@ -98,15 +105,43 @@ def apps_table(run: UpdateRun) -> Table:
     return table
 
 
-def _plan(file: Path, policy: str, states: list[str], samples: int
-          ) -> tuple[UpdateProblem, UpdatePlan]:
+def _models(name: str, cluster: Cluster) -> dict[str, PerfModel]:
+    """The learned models ``name`` (``update fit --models NAME``) for the cluster's worker
+    types; empty for ``calibrated``. ConfigError (``--models``) if any type has none."""
+    if name == CALIBRATED:
+        return {}
+    from edgewise.update.api import load_models
+
+    types = [d.type for d in cluster.with_role(Role.WORKER)]
+    try:
+        return load_models(state_dir() / "models", name, types)
+    except ConfigError as exc:
+        raise ConfigError(exc.problem + " (fit them with `edgewise update fit PROFILE "
+                          f"--device-type TYPE --models {name}`)", field="--models") from None
+
+
+def _plan(file: Path, policy: str, states: list[str], samples: int,
+          models: str = CALIBRATED) -> tuple[UpdateProblem, UpdatePlan]:
     given = parse_states(states)
-    problem = cluster_problem(load_cluster(file), given, samples)
+    cluster = load_cluster(file)
+    problem = cluster_problem(cluster, given, samples, models=_models(models, cluster))
     unknown = sorted(set(given) - {w.device for w in problem.workers})
     if unknown:
         raise ConfigError(f"not worker devices of the cluster: {', '.join(unknown)}",
                           field="--state")
     return problem, REGISTRY.get(policy)(problem, np.random.default_rng(0))
+
+
+ModelsOpt = typer.Option(CALIBRATED, "--models", help="the performance models that plan: "
+                         "calibrated, or a name fitted by `update fit --models NAME` (e.g. "
+                         "from `edgewise profile --workload W`)")
+
+
+def _name(models: str) -> str:
+    if models != CALIBRATED and not re.fullmatch(NAME_PATTERN, models):
+        raise ConfigError(f"a plain name (letters, digits, _ and -), got {models!r}",
+                          field="--models")
+    return models
 
 
 WorkloadOpt = typer.Option(None, "--workload", help="a workload YAML (your model and data, "
@@ -126,16 +161,16 @@ def _workload(path: Path | None) -> tuple[Workload | None, int | None]:
 def plan(file: ClusterFile, policy: str = PolicyName, state: list[str] = States,
          samples: int = typer.Option(3855, min=1, help="|M|, samples to train (with "
                                      "--workload: its training samples)"),
-         workload: Path | None = WorkloadOpt,
+         workload: Path | None = WorkloadOpt, models: str = ModelsOpt,
          as_json: bool = typer.Option(False, "--json", help="print one JSON object")) -> None:
     """Plan the model update of a cluster: workers, shards, batch sizes, predicted epoch time
     and predicted pressure on each background app."""
     _, found = _workload(workload)
-    problem, result = _plan(file, policy, state, found or samples)
+    problem, result = _plan(file, policy, state, found or samples, _name(models))
     if as_json:
-        print(json.dumps(plan_json(problem, result)))
+        print(json.dumps({**plan_json(problem, result), "models": models}))
     else:
-        out.print(plan_table(problem, result))
+        out.print(plan_table(problem, result, models))
 
 
 @app.command()
@@ -144,11 +179,12 @@ def run(file: ClusterFile, policy: str = PolicyName, state: list[str] = States,
         epochs: int = typer.Option(5, min=1, max=1000),
         target_accuracy: float = typer.Option(0.0, min=0.0, max=1.0,
                                               help="stop early at this accuracy (0: off)"),
-        workload: Path | None = WorkloadOpt, address: str = Address) -> None:
+        workload: Path | None = WorkloadOpt, address: str = Address,
+        models: str = ModelsOpt) -> None:
     """Plan with POLICY, then run the update on the cluster (emulated, or joined with
     --address) with every background app really running, training the digits CNN or, with
     --workload, your model on your data; report epochs and each app's deadline misses."""
-    run_plan(file, policy, state, epochs, target_accuracy, address, workload)
+    run_plan(file, policy, state, epochs, target_accuracy, address, workload, _name(models))
 
 
 # A Nano under CPU and GPU stress: SIFT meets its deadline idle (175 ms) but not with training.
@@ -157,13 +193,14 @@ DEMO_STATE = "nano-2=65,75,30"
 
 def run_plan(file: Path, policy: str, state: list[str], epochs: int,
              target_accuracy: float, address: str | None = None,
-             workload_file: Path | None = None) -> UpdateRun:
-    """Plan, show the plan, run it with the background apps (on the emulated cluster, or
-    the one at ``address``), show the measurements."""
+             workload_file: Path | None = None, models: str = "calibrated") -> UpdateRun:
+    """Plan (with the performance models ``models``), show the plan, run it with the
+    background apps (on the emulated cluster, or the one at ``address``), show the
+    measurements."""
     workload, found = _workload(workload_file)
     samples = found or N_DIGITS
-    problem, result = _plan(file, policy, state, samples)
-    out.print(plan_table(problem, result))
+    problem, result = _plan(file, policy, state, samples, models)
+    out.print(plan_table(problem, result, models))
     runtime = connect(load_cluster(file), address or None)
     emulated = runtime.emulated
     config = TrainConfig(epochs=epochs, target_accuracy=target_accuracy or None,
@@ -181,7 +218,7 @@ def run_plan(file: Path, policy: str, state: list[str], epochs: int,
                   "(a testbed's time dilation): epoch seconds above are measured here, the "
                   "apps' execution times are in device time.")
     if emulated:
-        err.print("The plan's times are predicted by the calibrated device models; the "
+        err.print(f"The plan's times are predicted by the {models} device models; the "
                   "measured times are the emulated digits update's. On an emulated cluster "
                   "every background app runs on this host's cores beside all the training, "
                   "so their misses measure the host's contention as much as the plan (see "
@@ -194,7 +231,10 @@ def run_plan(file: Path, policy: str, state: list[str], epochs: int,
 def fit(
     profile_csv: Annotated[Path, typer.Argument(help="a profile CSV (edgewise profile)")],
     device_type: str = typer.Option(..., help="the device type the profile was recorded on"),
-    output: Path = typer.Option(None, help="save the models here (default: state dir)"),
+    output: Path = typer.Option(None, help="save the models here (default: the state dir's "
+                                "models/NAME/TYPE)"),
+    models: str = typer.Option("default", "--models", help="the models' name: fit one set "
+                               "per workload (its profile) and plan with `--models NAME`"),
     budget: float = typer.Option(0.0, min=0.0, help="AutoML seconds per function (0: trials)"),
     trials: int = typer.Option(30, min=1, help="AutoML trials per function when budget is 0"),
     seed: int = typer.Option(0),
@@ -205,15 +245,15 @@ def fit(
 
     from edgewise.perf.models import fit_models, mape_markdown, mape_table, save
 
-    target = output or state_dir() / "models" / "default" / device_type
+    target = output or state_dir() / "models" / _name(models) / device_type
     writable_folder(target.parent, "--output")
     try:
         frame = pd.read_csv(profile_csv)
     except (OSError, ValueError) as exc:
         raise ConfigError(f"cannot read the profile: {exc}", source=str(profile_csv)) from None
     with err.status(f"fitting {device_type} models"):
-        models = fit_models(frame, device_type, time_budget_s=budget or None,
+        fitted = fit_models(frame, device_type, time_budget_s=budget or None,
                             max_trials=None if budget else trials, seed=seed)
-    save(models, target)
-    print(mape_markdown(mape_table({device_type: models})))
+    save(fitted, target)
+    print(mape_markdown(mape_table({device_type: fitted})))
     err.print(f"saved to {target}")

@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from edgewise.errors import EdgewiseError
+from edgewise.nn.workload import Workload
 from edgewise.perf.app_process import BackgroundApp, start_background_app
 from edgewise.perf.metrics import sample_metrics
 from edgewise.perf.profile_file import Sample, append_sample, read_samples
@@ -48,6 +49,7 @@ class ProfileConfig:
     app_period_ms: float = 200.0
     seed: int = 0
     time_dilation: float = 1.0
+    workload: Workload | None = None  # resolved; None: DigitsCNN on digits
 
 
 def default_config(device_type: str = "host-x86", repeats: int = 1) -> ProfileConfig:
@@ -208,7 +210,8 @@ class PointProfiler:
     def __init__(self, config: ProfileConfig, update: Update | None = None,
                  ps_state: State | None = None) -> None:
         self.config, self.ps_state = config, ps_state
-        self.trainer, self.host = StepTrainer(config.seed, update), platform.node()
+        self.trainer = StepTrainer(config.seed, update, config.workload)
+        self.host = platform.node()
         self.app = start_background_app(
             config.app_kind, config.app_period_ms * config.time_dilation,
             seed=config.seed) if config.app_kind else None

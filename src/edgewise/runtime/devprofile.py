@@ -18,7 +18,8 @@ import torch
 from torch import nn
 
 from edgewise.cluster.model import Link, Role
-from edgewise.nn.data import digits_split
+from edgewise.nn.data import Dataset, digits_split
+from edgewise.nn.workload import Workload, open_data
 from edgewise.perf.app_process import start_background_app
 from edgewise.perf.metrics import sample_metrics
 from edgewise.perf.profile_file import Sample
@@ -135,6 +136,14 @@ def device_grid(memory_mb: int, cpu_percents: Sequence[int] = (0, 30, 60, 90),
     return stress_grid(cpu_percents, levels, (0,))
 
 
+def _validation(workload: Workload | None, seed: int, most: int = 256) -> Dataset:
+    """The server's validation samples: digits', or at most ``most`` of the workload's."""
+    if workload is None:
+        return digits_split(seed=seed)[1]
+    source = open_data(workload, seed)
+    return source.read("val", np.arange(min(most, source.size("val")), dtype=np.int64))
+
+
 @dataclass(frozen=True, slots=True)
 class _Members:
     profiler: Any
@@ -144,8 +153,8 @@ class _Members:
 
 def _start(runtime: RayRuntime, device: str, config: ProfileConfig,
            companions: Sequence[str], ps_device: str, seed: int) -> _Members:
-    spec = MemberSpec.of(TrainConfig(seed=seed))
-    _, val = digits_split(seed=seed)
+    spec = MemberSpec.of(TrainConfig(seed=seed, workload=config.workload))
+    val = _validation(config.workload, seed)
     validation = encode({"x": val.x, "y": val.y, "ids": val.ids}, compression=spec.compression)  # type: ignore[arg-type]
     ps = start_ps(runtime, spec, ps_device, f"profile-ps-{device}", validation)
     ps_state = device_state(runtime, ps_device)

@@ -3,7 +3,7 @@ server) on the cluster, with each worker's background apps really running beside
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -12,6 +12,7 @@ import ray
 
 from edgewise.cluster.model import Cluster, Role
 from edgewise.perf.calibrated import calibrated
+from edgewise.perf.schema import PerfModel
 from edgewise.runtime.app_actor import BackgroundAppActor
 from edgewise.runtime.engine import TrainResult, train
 from edgewise.runtime.health import StrikeLedger
@@ -27,17 +28,20 @@ Events = Callable[[str, dict[str, Any]], None]
 
 def cluster_problem(cluster: Cluster, states: dict[str, tuple[float, float, float]],
                     n_samples: int, ps_state: tuple[float, float, float] = (10.0, 0.0, 30.0),
-                    ) -> UpdateProblem:
+                    models: Mapping[str, PerfModel] | None = None) -> UpdateProblem:
     """The update problem of a cluster file: its workers, their background apps (δ = the
-    deadline), the given states (idle by the calibrated model otherwise), calibrated models."""
+    deadline), the given states (idle by the calibrated model otherwise) and the performance
+    models by device type (default: the calibrated ones; e.g. learned from a workload's
+    profile)."""
     workers = []
     for d in cluster.with_role(Role.WORKER):
         model = calibrated(d.type)
         idle = tuple(float(x) for x in model.idle_state()[0])
         apps = tuple(AppLimit(a.name, a.kind, a.deadline_ms) for a in cluster.apps_on(d.name))
         workers.append(WorkerState(d.name, d.type, states.get(d.name, idle), apps))  # type: ignore[arg-type]
-    models = {w.device_type: calibrated(w.device_type) for w in workers}
-    return UpdateProblem(tuple(workers), ps_state, n_samples, models)
+    chosen: dict[str, PerfModel] = {w.device_type: calibrated(w.device_type) for w in workers}
+    chosen.update({t: m for t, m in (models or {}).items() if t in chosen})
+    return UpdateProblem(tuple(workers), ps_state, n_samples, chosen)
 
 
 def to_train_plan(cluster: Cluster, plan: UpdatePlan, n_samples: int) -> TrainPlan:
