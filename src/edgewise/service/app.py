@@ -164,7 +164,7 @@ def make_server(app: FastAPI, *, host: str = "127.0.0.1", port: int = 8765,
     config = uvicorn.Config(
         app, host=host, port=port, server_header=False, proxy_headers=False,
         log_level=log_level, timeout_keep_alive=int(max(1, limits.keep_alive_s)),
-        limit_concurrency=limits.max_concurrency, backlog=256,
+        limit_concurrency=limits.max_concurrency, backlog=256, loop="auto",
         http=guarded_protocol(limits.header_timeout_s, limits.max_connections),  # type: ignore[arg-type]
     )
     for name in ("uvicorn.error", "uvicorn.access"):
