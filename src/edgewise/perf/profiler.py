@@ -148,8 +148,11 @@ def _measure(trainer: StepTrainer, batch: int, step_s: float, app: BackgroundApp
     ps = before if ps_state is None else ps_state
     return {"cpu": before[0], "gpu": before[1], "mem": before[2],
             "ps_cpu": ps[0], "ps_gpu": ps[1], "ps_mem": ps[2],
-            "compute_s_per_sample": statistics.median(computes) / batch / dilation,
-            "update_s": statistics.median(updates) / dilation,
+            # means, not medians: an epoch takes the sum of its steps, and under a CPU quota
+            # most steps run unthrottled while a few wait out the period (a median saw
+            # only the fast ones, and learned compute-time models erred 150-280 %)
+            "compute_s_per_sample": statistics.fmean(computes) / batch / dilation,
+            "update_s": statistics.fmean(updates) / dilation,
             "new_cpu": float(new[0]), "new_gpu": float(new[1]), "new_mem": float(new[2]),
             "app_exec_ms": float(np.percentile(execs, 95)) / dilation if execs else math.nan}
 
