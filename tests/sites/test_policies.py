@@ -14,7 +14,7 @@ from edgewise.anatomy import OnlinePolicy
 from edgewise.errors import InfeasibleError
 from edgewise.sites.cost import plan_cost
 from edgewise.sites.policies import REGISTRY, Rule, SlotFeedback, SlotState, get_policy
-from edgewise.sites.problem import JobSlot, SitesProblem
+from edgewise.sites.problem import JobSlot, SitesProblem, hostable
 from edgewise.sites.scenario import default_scenario, tiny_scenario
 from edgewise.sites.sim import simulate
 from edgewise.sites.validate import violations
@@ -154,3 +154,12 @@ def test_fixed_case_remote_worker_beats_moving_data() -> None:
     assert entry.workers == (1, 1) and result.cost.data_transfer == 0
     assert result.cost.parameter_exchange == pytest.approx(5.0)
     assert result.total_cost == pytest.approx(simulate(problem, "offline-opt").total_cost)
+
+
+@pytest.mark.parametrize(("seed", "kind"), [(343, "exponential"), (343, "piecewise"),
+                                            (353, "exponential")])
+def test_tiny_scenarios_redraw_a_job_no_site_can_host(seed: int, kind: str) -> None:
+    """These seeds drew a job whose worker and PS fit no site (CI's hypothesis run found
+    one); the job is redrawn, as default_scenario does."""
+    problem = tiny_scenario(seed, latency=kind)
+    assert all(hostable(j, problem.sites) for j in problem.jobs)

@@ -202,11 +202,28 @@ def _hostable_job(rng: np.random.Generator, sites: tuple[SiteSpec, ...], i: int,
             return job
 
 
+def _tiny_job(rng: np.random.Generator, i: int, arrival: int, n_sites: int,
+              latency: str) -> Job:
+    """One job of :func:`tiny_scenario` (its ranges in that docstring)."""
+    epochs = int(rng.integers(20, 31))
+    data = [int(v) for v in rng.integers(0, 5, size=n_sites)]
+    data[i % n_sites] = max(data[i % n_sites], 1)  # every job has some data
+    return Job(
+        f"job-{i}", arrival, tuple(data), epochs,
+        (float(rng.integers(0, 3)), float(rng.integers(1, 9)), float(rng.integers(2, 33)),
+         float(rng.integers(5, 11))),
+        (0.0, float(rng.integers(1, 9)), float(rng.integers(2, 33)),
+         float(rng.integers(5, 11))),
+        float(epochs * int(rng.integers(2, 5))), float(rng.integers(20, 61)),
+        float(rng.integers(30, 576)), _latency(rng, latency))
+
+
 def tiny_scenario(seed: int = 0, *, n_sites: int = 3, n_jobs: int = 3, horizon: int = 6,
                   latency: str = "exponential") -> SitesProblem:
     """A small instance for the exact offline optimum: §V-B's cost, demand and latency
     ranges, with fewer chunks (D_i^r ∈ [0, 4], ρ_i/E_i ∈ [2, 4]) and sites of a quarter of
-    a p3.8xlarge to a p3.8xlarge, so resources conflict; arrivals in the first T/2 slots."""
+    a p3.8xlarge to a p3.8xlarge, so resources conflict; arrivals in the first T/2 slots. A
+    job that no site can host (one worker and the PS) is redrawn from the same stream."""
     rng = np.random.default_rng(seed)
     sites = tuple(SiteSpec(f"site-{r}", (float(rng.integers(1, 5)), float(rng.integers(8, 33)),
                                          float(rng.integers(61, 245)), 1000.0))
@@ -217,15 +234,8 @@ def tiny_scenario(seed: int = 0, *, n_sites: int = 3, n_jobs: int = 3, horizon: 
     arrivals = np.sort(rng.integers(0, max(1, horizon // 2), size=n_jobs))
     jobs = []
     for i, a in enumerate(arrivals):
-        epochs = int(rng.integers(20, 31))
-        data = [int(v) for v in rng.integers(0, 5, size=n_sites)]
-        data[i % n_sites] = max(data[i % n_sites], 1)          # every job has some data
-        jobs.append(Job(
-            f"job-{i}", int(a), tuple(data), epochs,
-            (float(rng.integers(0, 3)), float(rng.integers(1, 9)), float(rng.integers(2, 33)),
-             float(rng.integers(5, 11))),
-            (0.0, float(rng.integers(1, 9)), float(rng.integers(2, 33)),
-             float(rng.integers(5, 11))),
-            float(epochs * int(rng.integers(2, 5))), float(rng.integers(20, 61)),
-            float(rng.integers(30, 576)), _latency(rng, latency)))
+        job = _tiny_job(rng, i, int(a), n_sites, latency)
+        while not hostable(job, sites):  # redrawn from the same stream (about 1 % of seeds)
+            job = _tiny_job(rng, i, int(a), n_sites, latency)
+        jobs.append(job)
     return SitesProblem(sites, q, tuple(jobs), horizon)
