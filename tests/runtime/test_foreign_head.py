@@ -1,6 +1,7 @@
 """Local emulation while someone else's Ray cluster runs on the machine (issue 15 §1b): a
 foreign `ray start --head` on private ports, named by RAY_ADDRESS as Ray users do, must not
-capture `start_local`; the head is stopped by its own process, never by `ray stop`."""
+capture `start_local`; the head is stopped through its own process handle, never by a
+machine-wide stop command."""
 
 from __future__ import annotations
 
