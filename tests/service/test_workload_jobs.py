@@ -105,3 +105,15 @@ def test_the_served_manager_trains_the_workload(manager: ManagerProcess,
     assert [row[1] for row in accuracy] == [1.0, 2.0]  # (time, epoch, accuracy) rows
     hits = [row[2] * 10 for row in accuracy]  # validated on the workload's own 10 images
     assert all(0 <= h <= 10 and h == pytest.approx(round(h)) for h in hits), accuracy
+
+
+def test_a_link_out_of_the_data_folder_is_refused(client: TestClient, data_folder: Path,
+                                                  tmp_path: Path) -> None:
+    outside = tmp_path / "elsewhere"
+    make_shapes_folder(outside, per_class=4, seed=3)
+    (data_folder / "sneaky").symlink_to(outside, target_is_directory=True)
+    try:
+        where, message = _problem(client, {**MOBILENET, "data": "images:sneaky"})
+    finally:
+        (data_folder / "sneaky").unlink()
+    assert where.endswith("workload.data") and "out of the manager's data folder" in message

@@ -22,7 +22,7 @@ from edgewise.perf.schema import PerfModel
 from edgewise.runtime.health import StrikeLedger
 from edgewise.runtime.plan import TrainConfig
 from edgewise.runtime.ray_cluster import connect
-from edgewise.update.api_schemas import NAME_PATTERN
+from edgewise.update.api_schemas import CALIBRATED, NAME_PATTERN
 from edgewise.update.policies import REGISTRY
 from edgewise.update.problem import UpdatePlan, UpdateProblem
 from edgewise.update.run import UpdateRun, cluster_problem, execute
@@ -34,7 +34,6 @@ __all__ = ["DEMO_STATE", "app", "apps_table", "parse_states", "plan_json", "plan
 app = typer.Typer(help="Model update (Deep-Edge): plan shards and batch sizes, run them.",
                   no_args_is_help=True)
 N_DIGITS = 1437
-CALIBRATED = "calibrated"  # as the manager's solver names the calibrated models
 
 ClusterFile = Annotated[Path, typer.Argument(help="cluster YAML file")]
 States = typer.Option([], "--state", help="DEVICE=CPU,GPU,MEM: a worker's utilisation in % "
@@ -58,11 +57,11 @@ def parse_states(specs: list[str]) -> dict[str, tuple[float, float, float]]:
     return states
 
 
-def plan_table(problem: UpdateProblem, plan: UpdatePlan, models: str = "calibrated") -> Table:
+def plan_table(problem: UpdateProblem, plan: UpdatePlan, models: str = CALIBRATED) -> Table:
     """Workers, shards, batch sizes and the predicted pressure on each background app;
     ``models`` names the performance models that predicted them."""
     sim = score(problem, plan)
-    source = "calibrated device models" if models == "calibrated" else f"models {models!r}"
+    source = "calibrated device models" if models == CALIBRATED else f"models {models!r}"
     table = Table(title=f"{plan.policy} plan: predicted epoch {plan.predicted_epoch_s:.1f} s "
                         f"for {problem.n_samples} samples ({source})")
     for col in ("worker", "type", "state cpu/gpu/mem %", "shard", "batch", "app", "predicted ms",
@@ -193,7 +192,7 @@ DEMO_STATE = "nano-2=65,75,30"
 
 def run_plan(file: Path, policy: str, state: list[str], epochs: int,
              target_accuracy: float, address: str | None = None,
-             workload_file: Path | None = None, models: str = "calibrated") -> UpdateRun:
+             workload_file: Path | None = None, models: str = CALIBRATED) -> UpdateRun:
     """Plan (with the performance models ``models``), show the plan, run it with the
     background apps (on the emulated cluster, or the one at ``address``), show the
     measurements."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
@@ -25,7 +25,7 @@ from edgewise.runtime.launch import MemberSpec, monitor_handle
 from edgewise.runtime.ray_cluster import RayRuntime, start_local
 from edgewise.runtime.shaping import ByteCounter, ShapedLink
 from edgewise.sites.chunks import check_data, chunk_frame, load_data
-from edgewise.sites.jobdata import job_data
+from edgewise.sites.jobdata import JobData, job_data
 from edgewise.sites.jobstate import JobState
 from edgewise.sites.problem import Plan, SitesProblem
 from edgewise.sites.sitemap import SiteDevices, site_cluster, site_devices
@@ -202,18 +202,21 @@ def _stores(runtime: RayRuntime, sites: list[SiteDevices], config: SiteRunConfig
 
 
 def execute(runtime: RayRuntime, problem: SitesProblem, plan: Plan, /, *,
-            config: SiteRunConfig = SiteRunConfig(), events: Events | None = None) -> SitesRun:
+            config: SiteRunConfig = SiteRunConfig(), events: Events | None = None,
+            data: Mapping[str, JobData] | None = None) -> SitesRun:
     """Carry ``plan`` (a schedule a policy made, e.g. ``simulate(problem, policy).plan``) out
     on ``runtime``, whose cluster has a Site per scenario site (as :func:`emulated_cluster`
     builds). ``events(kind, data)`` hears of every slot, transfer, epoch and job slot.
-    Raises InfeasibleError for a plan violating (2a)-(2g), ConfigError for a cluster that
-    cannot host it, RuntimeFault if an actor fails."""
+    ``data`` is each job's (``job_data``; read here when not given). Raises InfeasibleError
+    for a plan violating (2a)-(2g), ConfigError for a cluster that cannot host it or a job's
+    bad workload (before any actor starts), RuntimeFault if an actor fails."""
     check_plan(problem, plan)
+    data = data if data is not None else job_data(problem, config.seed)
+    check_data(problem, {n: len(d.train) for n, d in data.items()})
     started = time.perf_counter()
     sites = site_devices(runtime.cluster, problem, plan)
     stores = _stores(runtime, sites, config)
     monitor = monitor_handle(runtime, config.heartbeat_s)
-    data = job_data(problem, config.seed)
     settings = config.slot_settings()
     digits = [d for d in data.values() if d.workload is None]  # jobs with no workload
     default = digits[0] if digits else next(iter(data.values()))
@@ -252,13 +255,14 @@ def execute_emulated(problem: SitesProblem, plan: Plan, *,
     :func:`execute` the plan, shut Ray down. Devices compute at host speed (stretch 1 for
     the fastest type)."""
     check_plan(problem, plan)
-    check_data(problem, {n: len(d.train) for n, d in job_data(problem, config.seed).items()})
+    data = job_data(problem, config.seed)  # read and checked once, before Ray starts
+    check_data(problem, {n: len(d.train) for n, d in data.items()})
     cluster = cluster or emulated_cluster(problem, plan, config)
     site_devices(cluster, problem, plan)  # ConfigError before Ray starts
     fastest = max(d.speed for d in cluster.devices)
     runtime = start_local(cluster, EmulationConfig(host_speed=fastest,
                                                    host_cores=os.cpu_count() or 1))
     try:
-        return execute(runtime, problem, plan, config=config, events=events)
+        return execute(runtime, problem, plan, config=config, events=events, data=data)
     finally:
         runtime.shutdown()

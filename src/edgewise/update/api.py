@@ -31,6 +31,7 @@ from edgewise.runtime.jobs import (
 )
 from edgewise.update.api_jobs import UPDATE_KIND
 from edgewise.update.api_schemas import (
+    CALIBRATED,
     NAME_PATTERN,
     LaunchRequest,
     MonitorView,
@@ -45,7 +46,6 @@ from edgewise.update.problem import AppLimit, UpdateProblem, WorkerState
 
 __all__ = ["API", "ProfileRegistry", "load_models", "monitor_view", "solve", "update_router"]
 
-CALIBRATED = "calibrated"
 MAX_KEPT_PROFILES = 32
 
 _log = logging.getLogger(__name__)

@@ -13,7 +13,7 @@ import numpy as np
 from edgewise.cluster.model import Cluster, Role
 from edgewise.errors import ConfigError
 from edgewise.nn.data import digits_split
-from edgewise.nn.workload import Workload, open_data, resolved, validate
+from edgewise.nn.workload import Workload, resolved, validate
 from edgewise.runtime.engine import EpochRecord, Interruption, train
 from edgewise.runtime.jobs import JobContext, JobKind, Planned
 from edgewise.runtime.plan import TrainConfig, TrainPlan, equal_plan
@@ -62,31 +62,27 @@ def validate_spec(cluster: Cluster, spec: TrainJobSpec) -> list[str]:
     return workers
 
 
-def job_workload(spec: TrainJobSpec) -> Workload | None:
+def job_workload(spec: TrainJobSpec) -> tuple[Workload | None, int]:
     """The spec's own workload, checked by a dry run on this machine (ConfigError naming the
-    ``workload.`` field); None for the built-in model on digits."""
+    ``workload.`` field), and its training samples; (None, 1,437) for the built-in model on
+    digits."""
     if spec.workload is None:
-        return None
+        return None, training_set_size()
     workload = spec.workload.to_workload()
     try:
-        return resolved(workload, validate(workload, seed=spec.seed))
+        dry = validate(workload, seed=spec.seed)
     except ConfigError as exc:
         raise ConfigError(exc.problem, field=f"workload.{exc.field or 'model'}") from None
-
-
-def _samples(workload: Workload | None) -> int:
-    if workload is None:
-        return training_set_size()
-    return open_data(workload).size("train")
+    return resolved(workload, dry), dry.train_samples
 
 
 def build_plan(cluster: Cluster, spec: TrainJobSpec, workers: list[str],
-               workload: Workload | None = None) -> TrainPlan:
+               n_samples: int | None = None) -> TrainPlan:
     """The engine's plan: the spec's shards, else its policy's over ``workers`` (the server
     and store where the cluster's roles put them); a worker without a batch size gets
     ``DEFAULT_BATCH_SIZE``. ConfigError (``shards``) if the shards miss a worker or do not
-    sum to the training set's size (1,437 digits, or ``workload``'s training split)."""
-    n_samples = _samples(workload)
+    sum to the training set's size ``n_samples`` (default: the 1,437 digits)."""
+    n_samples = training_set_size() if n_samples is None else n_samples
     pool = cluster.without(frozenset(cluster.device_names) - set(workers) - _servers(cluster))
     if spec.shards is None and spec.policy != "equal":
         problem = cluster_problem(pool, {}, n_samples)
@@ -116,12 +112,12 @@ def _servers(cluster: Cluster) -> set[str]:
 
 
 def _check(spec: TrainJobSpec, cluster: Cluster) -> None:
-    build_plan(cluster, spec, validate_spec(cluster, spec), job_workload(spec))
+    build_plan(cluster, spec, validate_spec(cluster, spec), job_workload(spec)[1])
 
 
 def _plan(spec: TrainJobSpec, ctx: JobContext) -> Planned:
-    workload = job_workload(spec)
-    plan = build_plan(ctx.cluster, spec, validate_spec(ctx.cluster, spec), workload)
+    workload, n_samples = job_workload(spec)
+    plan = build_plan(ctx.cluster, spec, validate_spec(ctx.cluster, spec), n_samples)
     rows = [[w, plan.shards[w], plan.batch_sizes[w]] for w in plan.workers]
     view = {"policy": plan.policy, "parameter_server": plan.ps_device,
             "data_store": plan.store_device, "shards": dict(plan.shards),

@@ -10,6 +10,7 @@ from edgewise.nn.workload.http import HttpWorkload
 from edgewise.runtime.jobs import MAX_DEVICES, BatchSize, DeviceName, ShardSize
 
 __all__ = [
+    "CALIBRATED",
     "NAME_PATTERN",
     "AppSpec",
     "LaunchRequest",
@@ -22,6 +23,9 @@ __all__ = [
     "TrainJobSpec",
     "WorkerSpec",
 ]
+
+CALIBRATED = "calibrated"
+"""The name of the calibrated performance models (the others are fitted and named)."""
 
 NAME_PATTERN = r"^[A-Za-z0-9_-]{1,64}$"
 """A plain name (models directory, profile, profile id): no dots, no slashes, no traversal."""
@@ -96,7 +100,7 @@ class SolveRequest(BaseModel):
     tau: int = Field(default=50, ge=1, le=10_000)
     workers: list[WorkerSpec] = Field(min_length=1, max_length=MAX_WORKERS)
     ps_state: StateSpec = Field(default_factory=StateSpec)
-    models: PlainName = "calibrated"
+    models: PlainName = CALIBRATED
     seed: int | None = Field(default=None, ge=0, le=2**63 - 1)
 
     @model_validator(mode="after")

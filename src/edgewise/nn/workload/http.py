@@ -112,7 +112,20 @@ class HttpWorkload(BaseModel):
             "data": self.data, "data_args": {"val_fraction": self.val_fraction,
                                              "mean": self.mean, "std": self.std},
             "task": {"input_shape": self.input_shape, "classes": self.classes}}
+        if folder is not None:
+            _inside(folder, self)
         try:
             return workload_from_dict(doc, "workload", base_dir=folder)
         except ConfigError as exc:
             raise ConfigError(exc.problem, field=f"workload.{exc.field or 'model'}") from None
+
+
+def _inside(folder: Path, spec: HttpWorkload) -> None:
+    """ConfigError if a path of ``spec``, links followed, leads out of ``folder``."""
+    root = folder.resolve()
+    paths = {"data": spec.data.partition(":")[2] if spec.data != "digits" else None,
+             "weights": spec.weights}
+    for field, path in paths.items():
+        if path is not None and not (root / path).resolve().is_relative_to(root):
+            raise ConfigError("leads out of the manager's data folder (a link?)",
+                              field=f"workload.{field}")
