@@ -28,7 +28,8 @@ SLOWDOWN_LIMIT = 1.35
 """A regression guard, not the issue's 10 %: on the 2-core host the manager, the load
 generator and the job's seven processes share two cores, and the manager spends about
 0.5–0.9 ms of CPU per request (h11, FastAPI, SQLite), so 250 requests/s cost the job
-15–22 % (1.156, 1.224, 1.185 on 2026-11-25; 0.94 in one CI run). See docs/manager-api.md."""
+15–22 % (1.156, 1.224, 1.185 on 2026-11-25; 0.94 in an earlier session's run).
+See docs/manager-api.md."""
 BASELINE_EPOCHS = 4
 """Epochs done before the load starts (the first is a warm-up and never counted)."""
 BRACKET = 3
