@@ -94,6 +94,16 @@ def test_a_malformed_content_length_gets_json(url: str, length: bytes) -> None:
     assert "detail" in json.loads(body)
 
 
+@pytest.mark.parametrize("request_bytes", [b"GARBAGE\r\n\r\n", b"GET / HTTP/9.9\r\n\r\n",
+                                           b"GET /\x00 HTTP/1.1\r\nHost: x\r\n\r\n"])
+def test_a_malformed_request_gets_a_json_400_and_a_close(url: str, request_bytes: bytes) -> None:
+    answer = _raw(url, request_bytes)
+    head, _, body = answer.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 400"), head
+    assert b"content-type: application/json" in head.lower() and b"connection: close" in head
+    assert json.loads(body) == {"detail": "malformed HTTP request"}
+
+
 def test_slow_clients_cannot_starve_the_server_or_flood_the_log(url: str) -> None:
     """Twice the connection cap of half-sent requests: the excess is refused at once, the
     rest closed at the head deadline, and a client with the token is then served; the log

@@ -5,6 +5,7 @@ parameter-server job that survives a killed device and a cut link, and a clean d
 from __future__ import annotations
 
 import json
+import math
 import os
 import signal
 import subprocess
@@ -87,6 +88,34 @@ def test_every_device_is_a_ray_node_in_its_namespace_with_its_limits(live: Live)
                                capture_output=True, text=True, check=True,
                                pass_fds=(HOST_NETNS,)).stdout
     assert listening and "10.77.0." not in listening
+
+
+@ray.remote
+def _device_seen() -> tuple[float | None, int | None, list[str]]:
+    """What a task on a device sees of it: the quota (cores), the memory limit (bytes) and
+    the stress-ng command its stressor would run at 50 %."""
+    from edgewise.perf.limits import cgroup_device
+    from edgewise.perf.stress import Stressor
+
+    device = cgroup_device()
+    command = Stressor(50).command()
+    return (device.quota_cores if device else None,
+            device.memory_limit_bytes if device else None, command)
+
+
+def test_work_on_a_device_sees_its_quota_and_memory(live: Live) -> None:
+    """A task placed on a device measures against that device: its stressors load the
+    device's quota, its metrics read the device's cgroup (not the host's cores)."""
+    node = live.tb.record.plan.node("nano-0")
+    options = {k: v for k, v in live.tb.runtime.actor_options("nano-0", 64).items()
+               if k in ("num_cpus", "resources")}
+    quota, memory, command = ray.get(_device_seen.options(**options).remote(), timeout=120)
+    assert quota == pytest.approx(node.quota_cores, rel=1e-3)
+    assert memory == node.memory_mb * 2**20
+    workers = int(command[command.index("--cpu") + 1])
+    load = int(command[command.index("--cpu-load") + 1])
+    assert workers == math.ceil(node.quota_cores - 1e-6)
+    assert load == max(1, min(100, round(50 * node.quota_cores / workers)))
 
 
 def test_links_carry_their_configured_rates_per_pair(live: Live) -> None:

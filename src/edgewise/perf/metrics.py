@@ -10,7 +10,7 @@ import psutil
 
 from edgewise.perf.limits import CgroupDevice, CpuMeter, cgroup_device
 
-__all__ = ["sample_metrics"]
+__all__ = ["sample_metrics", "without_self"]
 
 _METERS: dict[Path, CpuMeter] = {}  # per cgroup: CPU used since the previous sample
 
@@ -55,3 +55,18 @@ def sample_metrics() -> dict[str, float]:
         "load_1m": float(psutil.getloadavg()[0]),
         **_nvml_percent(),
     }
+
+
+def without_self(metrics: dict[str, float]) -> dict[str, float]:
+    """``metrics`` less this process's own resident memory: the machine as it is for work
+    that is not running yet. The profiler reads a device's state before each update with
+    its trainer resident, and a plan reads it from a small probe, before any worker
+    exists; both leave themselves out so that the two states mean the same (on a 4 GB
+    testbed Nano the trainer alone was 8 % of memory, below every profiled state)."""
+    used = metrics["memory_used_mb"]
+    if used <= 0:
+        return metrics
+    own_mb = psutil.Process().memory_info().rss / 2**20
+    left = max(0.0, used - own_mb)
+    return {**metrics, "memory_used_mb": left,
+            "memory_percent": metrics["memory_percent"] * left / used}

@@ -18,7 +18,7 @@ import numpy as np
 from edgewise.errors import EdgewiseError
 from edgewise.nn.workload import Workload
 from edgewise.perf.app_process import BackgroundApp, start_background_app
-from edgewise.perf.metrics import sample_metrics
+from edgewise.perf.metrics import sample_metrics, without_self
 from edgewise.perf.profile_file import Sample, append_sample, read_samples
 from edgewise.perf.schema import COLUMNS
 from edgewise.perf.step_trainer import StepTrainer, Update
@@ -86,10 +86,11 @@ def _state(metrics: dict[str, float]) -> State:
 
 
 def _state_now(interval_s: float = 0.25) -> State:
-    """The node state (cpu, gpu, mem %), CPU averaged over ``interval_s``."""
+    """The node state (cpu, gpu, mem %) before the update runs, CPU averaged over
+    ``interval_s``, memory without this process's (``metrics.without_self``)."""
     sample_metrics()  # primes psutil's CPU counter
     time.sleep(interval_s)
-    return _state(sample_metrics())
+    return _state(without_self(sample_metrics()))
 
 
 @contextmanager
@@ -219,12 +220,16 @@ class PointProfiler:
             config.app_kind, config.app_period_ms * config.time_dilation,
             seed=config.seed) if config.app_kind else None
         self._stop_load = threading.Event()
+        self._load_batch = 1
 
     def point(self, point: StressPoint, items: list[tuple[int, int]],
               on_sample: Callable[[Sample], None] | None = None, *, n_workers: int = 1,
-              batch_mean: float | None = None) -> list[Sample]:
+              batch_mean: float | None = None,
+              on_batch: Callable[[int], None] | None = None) -> list[Sample]:
         """The samples ``items`` ((batch, repeat) pairs) at stress ``point``, recorded as
-        measured among ``n_workers`` workers of mean batch ``batch_mean`` (default: alone)."""
+        measured among ``n_workers`` workers of mean batch ``batch_mean`` (default: every
+        worker at the sample's batch); ``on_batch`` is told each batch before its sample
+        (so that companion workers can train at it too)."""
         config = self.config
         budget = config.settle_s + len(items) * (config.step_s + 5.0) + 60.0
         out: list[Sample] = []
@@ -232,6 +237,8 @@ class PointProfiler:
             time.sleep(config.settle_s + point.memory_mb / 2048)
             before = _state_now(self._state_window_s())
             for batch, repeat in items:
+                if on_batch is not None:
+                    on_batch(batch)
                 values = _measure(self.trainer, batch, config.step_s, self.app, before,
                                   config.time_dilation, self.ps_state)
                 out.append(Sample(sample_key(point, batch, repeat), _row(
@@ -248,14 +255,20 @@ class PointProfiler:
         return max(periods, 0.25) * config.time_dilation
 
     def load(self, seconds: float, batch: int) -> int:
-        """Train at ``batch`` for ``seconds`` or until :meth:`stop_load` (a companion
-        worker loading the parameter server while another device is measured); steps."""
+        """Train at ``batch`` (or the batch :meth:`follow` set since) for ``seconds`` or
+        until :meth:`stop_load` (a companion worker loading the parameter server while
+        another device is measured); steps."""
         self._stop_load.clear()
+        self._load_batch = batch
         steps, deadline = 0, time.monotonic() + seconds
         while time.monotonic() < deadline and not self._stop_load.is_set():
-            self.trainer.step(batch)
+            self.trainer.step(self._load_batch)
             steps += 1
         return steps
+
+    def follow(self, batch: int) -> None:
+        """Train the running :meth:`load` at ``batch`` from its next step on."""
+        self._load_batch = batch
 
     def stop_load(self) -> None:
         self._stop_load.set()

@@ -2,7 +2,10 @@
 pinned to the device trains under each stress point with the co-located app running, so its
 stressors and its app share the device's own CPU and memory; every step's gradients go to a
 real parameter server on the cluster's server device, while companion workers on other
-devices load that server (the ``n_workers`` of EstUpdateTime)."""
+devices load that server (the ``n_workers`` of EstUpdateTime) at the measured batch (so a
+row's ``batch_mean`` is its batch: the uniform batches the policies plan; with companions
+at a fixed 32, ``batch_mean`` had only one value per worker count, and the learned
+EstUpdateTime read a plan's batch 128 on four workers as the one-worker regime)."""
 
 from __future__ import annotations
 
@@ -21,7 +24,7 @@ from edgewise.cluster.model import Link, Role
 from edgewise.nn.data import Dataset, digits_split
 from edgewise.nn.workload import Workload, open_data
 from edgewise.perf.app_process import start_background_app
-from edgewise.perf.metrics import sample_metrics
+from edgewise.perf.metrics import sample_metrics, without_self
 from edgewise.perf.profile_file import Sample
 from edgewise.perf.profiler import PointProfiler, ProfileConfig, ProfileResult, profile
 from edgewise.perf.stress import Stressor, StressPoint, stress_grid
@@ -36,7 +39,6 @@ __all__ = ["DeviceProbe", "DeviceProfiler", "device_grid", "device_state", "prof
 
 State = tuple[float, float, float]
 ProgressFn = Callable[[int, int, str], None]
-COMPANION_BATCH = 32  # the batch companion workers train at (the user batch of the paper)
 
 
 @ray.remote(max_concurrency=2)  # type: ignore[call-overload]
@@ -66,14 +68,23 @@ class DeviceProfiler:
         self.flat.load_weights(weights)
         self.flat.zero_grad()
 
-    def point(self, point: StressPoint, items: list[tuple[int, int]], n_workers: int,
-              batch_mean: float) -> list[tuple[str, dict[str, Any]]]:
-        """The samples of ``items`` at ``point`` as (key, row) pairs."""
-        samples = self.profiler.point(point, items, n_workers=n_workers, batch_mean=batch_mean)
+    def point(self, point: StressPoint, items: list[tuple[int, int]],
+              companions: Sequence[Any] = ()) -> list[tuple[str, dict[str, Any]]]:
+        """The samples of ``items`` at ``point`` as (key, row) pairs, measured while the
+        ``companions`` (loading the server) train at each sample's batch too."""
+
+        def follow(batch: int) -> None:
+            ray.get([c.follow.remote(batch) for c in companions])
+
+        samples = self.profiler.point(point, items, n_workers=1 + len(companions),
+                                      on_batch=follow)
         return [(s.key, dict(s.row)) for s in samples]
 
     def load(self, seconds: float, batch: int) -> int:
         return self.profiler.load(seconds, batch)
+
+    def follow(self, batch: int) -> None:
+        self.profiler.follow(batch)
 
     def stop_load(self) -> None:
         self.profiler.stop_load()
@@ -98,7 +109,7 @@ class DeviceProbe:
         try:
             sample_metrics()
             time.sleep(interval_s)
-            m = sample_metrics()
+            m = without_self(sample_metrics())  # as the profiler's states before an update
         finally:
             if app is not None:
                 app.stop()
@@ -176,12 +187,14 @@ def _n_workers(point_index: int, levels: Sequence[int], n_memory: int) -> int:
 
 
 def profile_device(runtime: RayRuntime, device: str, output: Path, config: ProfileConfig, *,
-                   n_workers_levels: Sequence[int] = (1, 2, 4),
+                   n_workers_levels: Sequence[int] = (1, 2, 3, 4),
                    progress: ProgressFn | None = None) -> ProfileResult:
     """Profile ``device`` of ``runtime``'s cluster into ``output`` (resumable, as
     :func:`~edgewise.perf.profiler.profile`): per stress point ``n - 1`` companion workers
     (other workers of the cluster) train at the same time, ``n`` cycling through
-    ``n_workers_levels``; times are recorded in device time (÷ the runtime's time dilation).
+    ``n_workers_levels`` (every count up to four: a plan on a cluster of four workers may use
+    any of them, and a learned model has nothing to say of a count it never saw); times are
+    recorded in device time (÷ the runtime's time dilation).
     """
     cluster = runtime.cluster
     servers = cluster.with_role(Role.PARAMETER_SERVER)
@@ -201,11 +214,10 @@ def profile_device(runtime: RayRuntime, device: str, output: Path, config: Profi
                                   ps_device, config.seed))
         members = started[0]
         helpers = members.companions[: n - 1]
-        batch_mean = (sum(b for b, _ in items) / len(items) + COMPANION_BATCH * (n - 1)) / n
         budget = 60.0 + len(items) * (config.step_s + 10.0) * 3
-        loads = [c.load.remote(budget, COMPANION_BATCH) for c in helpers]
+        loads = [c.load.remote(budget, items[0][0]) for c in helpers]
         try:
-            rows = ray.get(members.profiler.point.remote(point, items, n, batch_mean))
+            rows = ray.get(members.profiler.point.remote(point, items, list(helpers)))
         finally:
             for c in helpers:
                 c.stop_load.remote()

@@ -20,8 +20,34 @@ from edgewise.wire.state import materialize
 __all__ = ["DispatchEndpoint", "StageActor"]
 
 
+class _Hop:
+    """What both senders of the pipeline share: the next hop, the shaped link to it (one
+    frame at a time on it: its bandwidth) and the bytes sent over it."""
+
+    def _init_hop(self) -> None:
+        self.counter = ByteCounter()
+        self._wire = threading.Lock()  # the outgoing link; also guards the next hop
+        self._next: Any = None
+        self._link: ShapedLink | None = None
+
+    @ray.method(concurrency_group="control")
+    def connect(self, next_hop: Any, link: Link) -> None:
+        """Send frames to ``next_hop`` (an actor with ``process(frame)``) over ``link``."""
+        with self._wire:
+            self._next, self._link = next_hop, ShapedLink(link)
+
+    def _forward(self, frame: bytes, raw_bytes: int) -> None:
+        """Carry ``frame`` (``raw_bytes`` before compression) over the link to the next hop."""
+        with self._wire:
+            if self._link is None:
+                raise RuntimeError(f"{type(self).__name__} is not connected")
+            self._link.transmit(len(frame))
+            self.counter.record(self._link.key, raw_bytes=raw_bytes, wire_bytes=len(frame))
+            self._next.process.remote(frame)
+
+
 @ray.remote(concurrency_groups={"control": 2, "data": 8})  # type: ignore[call-overload]
-class StageActor:
+class StageActor(_Hop):
     """One pipeline stage pinned to its device (SEIFER §4.3.1, the inference pod).
 
     :meth:`process` decodes a frame, runs the partition under ``emulated_compute(stretch)``,
@@ -49,19 +75,10 @@ class StageActor:
         torch.set_num_threads(1)
         self.name, self.device, self.stretch, self.codec = name, device, stretch, codec
         self.module = materialize(skeleton, weights)
-        self.counter = ByteCounter()
+        self._init_hop()
         self.processed = 0
         self.compute_s = 0.0  # wall seconds computing: on a real device, its own speed
         self._compute = threading.Lock()
-        self._wire = threading.Lock()  # the outgoing link; also guards the next hop
-        self._next: Any = None
-        self._link: ShapedLink | None = None
-
-    @ray.method(concurrency_group="control")
-    def connect(self, next_hop: Any, link: Link) -> None:
-        """Send results to ``next_hop`` (an actor with ``process(frame)``) over ``link``."""
-        with self._wire:
-            self._next, self._link = next_hop, ShapedLink(link)
 
     @ray.method(concurrency_group="control")
     def ping(self) -> str:
@@ -89,33 +106,18 @@ class StageActor:
                 out = encode_activation(y, meta, self.codec)
             self.processed += 1
             self.compute_s += time.perf_counter() - started
-        with self._wire:
-            if self._link is None:
-                raise RuntimeError(f"stage {self.name} is not connected")
-            self._link.transmit(len(out))
-            self.counter.record(self._link.key, raw_bytes=y.numel() * y.element_size(),
-                                wire_bytes=len(out))
-            self._next.process.remote(out)
+        self._forward(out, y.numel() * y.element_size())
 
 
 @ray.remote(concurrency_groups={"control": 2, "data": 8, "collect": 1})  # type: ignore[call-overload]
-class DispatchEndpoint:
+class DispatchEndpoint(_Hop):
     """The dispatcher's IO on its device (SEIFER §4.3.2): sends request frames to the first
     stage over the shaped link and keeps the results the last stage sends back."""
 
     def __init__(self) -> None:
-        self.counter = ByteCounter()
-        self._wire = threading.Lock()
+        self._init_hop()
         self._ready = threading.Condition()
         self._results: list[bytes] = []
-        self._next: Any = None
-        self._link: ShapedLink | None = None
-
-    @ray.method(concurrency_group="control")
-    def connect(self, next_hop: Any, link: Link) -> None:
-        """Send requests to ``next_hop`` (the first stage) over ``link``."""
-        with self._wire:
-            self._next, self._link = next_hop, ShapedLink(link)
 
     @ray.method(concurrency_group="control")
     def ping(self) -> str:
@@ -128,11 +130,7 @@ class DispatchEndpoint:
     @ray.method(concurrency_group="data")
     def inject(self, frame: bytes, raw_bytes: int) -> None:
         """Carry one request frame over the link to the first stage."""
-        with self._wire:
-            assert self._link is not None, "endpoint not connected"
-            self._link.transmit(len(frame))
-            self.counter.record(self._link.key, raw_bytes=raw_bytes, wire_bytes=len(frame))
-            self._next.process.remote(frame)
+        self._forward(frame, raw_bytes)
 
     @ray.method(concurrency_group="data")
     def process(self, frame: bytes) -> None:

@@ -131,6 +131,12 @@ class Telemetry:
         if name == "request_latency_s":
             self.latency.labels(job=job_id).observe(value)
 
+    def fresh(self) -> bytes | None:
+        """The body rendered less than ``ttl_s`` ago, or None (then :meth:`render`, which
+        may wait on the cluster, belongs off the event loop)."""
+        at, body = self._rendered
+        return body if time.monotonic() - at <= self.ttl_s else None
+
     def render(self) -> bytes:
         with self._lock:
             at, body = self._rendered

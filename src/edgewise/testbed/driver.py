@@ -13,6 +13,7 @@ from pathlib import Path
 
 from edgewise.runtime.ray_cluster import ADDRESS_ENV, RayRuntime, join_cluster, refresh_auth
 from edgewise.testbed.host import TestbedError
+from edgewise.testbed.net import NETNS_DIR
 from edgewise.testbed.record import Record
 
 __all__ = ["driver_env", "exec_env", "inside", "joined"]
@@ -33,7 +34,7 @@ def inside(netns: str) -> Iterator[None]:
     """Run the calling thread (and the threads it starts) in network namespace ``netns``
     for the body, then return it to where it was."""
     try:
-        target = os.open(f"/var/run/netns/{netns}", os.O_RDONLY)
+        target = os.open(f"{NETNS_DIR}/{netns}", os.O_RDONLY)
     except OSError as exc:
         raise TestbedError(f"no network namespace {netns}: {exc.strerror}") from None
     own = os.open(f"/proc/self/task/{threading.get_native_id()}/ns/net", os.O_RDONLY)

@@ -52,9 +52,9 @@ def missing() -> list[str]:
     lacks: list[str] = []
     if os.geteuid() != 0:
         lacks.append("root (run as root: namespaces, cgroups and tc need it)")
-    for tool in ("ip", "tc"):
+    for tool, package in (("ip", "iproute2"), ("tc", "iproute2"), ("nsenter", "util-linux")):
         if shutil.which(tool) is None:
-            lacks.append(f"the `{tool}` command (iproute2)")
+            lacks.append(f"the `{tool}` command ({package})")
     if shutil.which("tc") is not None and not _tc_has_htb():
         lacks.append("the tc htb qdisc")
     if not Path("/proc/self/ns/net").exists():

@@ -14,7 +14,7 @@ import dataclasses
 import os
 import signal
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
@@ -41,7 +41,7 @@ from edgewise.testbed.record import (
     write_record,
     write_token,
 )
-from edgewise.testbed.teardown import leftovers, shielded, teardown
+from edgewise.testbed.teardown import leftovers, shielded, signals_handled, teardown
 
 __all__ = ["Down", "down", "require_cgroups", "restart_node", "up"]
 
@@ -60,21 +60,12 @@ def _alive(record: Record, cgroups: Cgroups) -> bool:
     return record.state == "up" and any(cgroups.pids(n.cgroup) for n in record.plan.nodes)
 
 
-@contextlib.contextmanager
-def _term_as_interrupt() -> Iterator[None]:
+def _term_as_interrupt() -> contextlib.AbstractContextManager[None]:
     """SIGTERM raises KeyboardInterrupt in the body, so ``up`` cleans up on either."""
     def raise_interrupt(signum: int, frame: FrameType | None) -> None:
         raise KeyboardInterrupt
 
-    try:
-        previous = signal.signal(signal.SIGTERM, raise_interrupt)
-    except ValueError:  # not the main thread
-        yield
-        return
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
+    return signals_handled({signal.SIGTERM: raise_interrupt})
 
 
 def _make(plan: TestbedPlan, cgroups: Cgroups, token: Path) -> str:
@@ -169,7 +160,7 @@ def _traces(name: str, state: Path | None) -> bool:
     """Whether anything of testbed ``name`` may exist (cheap: no command, no root)."""
     cgroups = detect()
     return (record_path(name, state).exists() or Path(f"/tmp/ewtb/{name}").exists()
-            or any(Path("/var/run/netns").glob(f"ewtb.{name}.*"))
+            or any(Path(net.NETNS_DIR).glob(f"ewtb.{name}.*"))
             or (cgroups is not None and bool(cgroups.existing(f"edgewise/{name}"))))
 
 

@@ -15,9 +15,10 @@ from collections.abc import Sequence
 from edgewise.testbed.host import TestbedError
 from edgewise.testbed.plan import NodePlan
 
-__all__ = ["add_port", "drop", "make_bridge", "netem_available", "netns_add", "netns_delete",
-           "netns_list", "netns_pids", "run", "set_port", "shape"]
+__all__ = ["NETNS_DIR", "add_port", "drop", "make_bridge", "netem_available", "netns_add",
+           "netns_delete", "netns_list", "netns_pids", "run", "set_port", "shape"]
 
+NETNS_DIR = "/var/run/netns"  # where `ip netns add` names each namespace
 BRIDGE = "br0"
 DEV = "eth0"
 _CLASS_PREF = 2000  # drop filters (pref 1 + peer index) come before the classifiers

@@ -14,6 +14,7 @@ from pathlib import Path
 from edgewise.runtime.ray_cluster import LABEL_DILATION, LABEL_LATENCY, device_resources
 from edgewise.testbed.cgroups import Cgroups
 from edgewise.testbed.host import TestbedError
+from edgewise.testbed.net import NETNS_DIR
 from edgewise.testbed.plan import GCS_PORT, NodePlan, TestbedPlan
 
 __all__ = ["LABEL_TESTBED", "node_argv", "node_env", "spawn_in", "start_node", "start_nodes"]
@@ -66,10 +67,14 @@ def spawn_in(cgroups: Cgroups, node: NodePlan, argv: list[str], env: dict[str, s
              **popen: object) -> subprocess.Popen[bytes]:
     """Start ``argv`` inside ``node``'s cgroup and (unless not ``netns``) its network
     namespace; it joins the cgroup before it execs, so every process it starts is in there
-    too. (``ip netns exec`` mounts a fresh /sys, so only outside it are cgroups visible.)"""
+    too. It enters the namespace with ``nsenter --net`` and keeps the host's mounts: ``ip
+    netns exec`` mounts a fresh /sys without the cgroup file systems, and a process there
+    cannot see the quota and limit that make it a device (its stressors loaded the host's
+    cores, its metrics read the host's CPU)."""
     joins = " ".join(f'echo $$ > {shlex.quote(str(f))} || exit 97;'
                      for f in cgroups.procs_files(node.cgroup))
-    enter = f"ip netns exec {shlex.quote(node.netns)} " if netns else ""
+    where = shlex.quote(f"{NETNS_DIR}/{node.netns}")
+    enter = f"nsenter --net={where} -- " if netns else ""
     script = f'{joins} exec {enter}"$@"'
     out = log.open("ab") if isinstance(log, Path) else log
     try:

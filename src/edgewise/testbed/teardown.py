@@ -8,14 +8,15 @@ import os
 import shutil
 import signal
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager, suppress
+from collections.abc import Iterator, Mapping
+from contextlib import AbstractContextManager, contextmanager, suppress
 from pathlib import Path
+from typing import Any
 
 from edgewise.testbed import net
 from edgewise.testbed.cgroups import Cgroups
 
-__all__ = ["leftovers", "shielded", "teardown", "testbed_pids"]
+__all__ = ["leftovers", "shielded", "signals_handled", "teardown", "testbed_pids"]
 
 
 def _prefix(name: str) -> str:
@@ -122,11 +123,11 @@ def teardown(name: str, cgroups: Cgroups) -> dict[str, int]:
 
 
 @contextmanager
-def shielded() -> Iterator[None]:
-    """Ignore Ctrl-C and SIGTERM in the body (a clean-up must not be cut short); only
-    the main thread can, elsewhere the body just runs."""
+def signals_handled(handlers: Mapping[signal.Signals, Any]) -> Iterator[None]:
+    """Install ``handlers`` (signal → handler) for the body, then restore the previous
+    ones; only the main thread can, elsewhere the body just runs."""
     try:
-        previous = {s: signal.signal(s, signal.SIG_IGN) for s in (signal.SIGINT, signal.SIGTERM)}
+        previous = {s: signal.signal(s, h) for s, h in handlers.items()}
     except ValueError:  # not the main thread
         yield
         return
@@ -135,3 +136,8 @@ def shielded() -> Iterator[None]:
     finally:
         for s, handler in previous.items():
             signal.signal(s, handler)
+
+
+def shielded() -> AbstractContextManager[None]:
+    """Ignore Ctrl-C and SIGTERM in the body (a clean-up must not be cut short)."""
+    return signals_handled({signal.SIGINT: signal.SIG_IGN, signal.SIGTERM: signal.SIG_IGN})
