@@ -1,9 +1,12 @@
 """Load on loopback: 50 concurrent clients make 2,000 requests to the status and metrics
-routes of a running manager while a training job runs; none fails, and the job's epochs
-under load are compared (median) with its epochs without it in the same run: the unloaded
-epochs right before and right after the load (the job's epochs drift slower over a run,
-so epochs far from the load would compare it with another regime). The p50 and p99
-latencies and the slowdown are printed and written to ``$EDGEWISE_LOAD_REPORT``."""
+routes of a running manager while a training job runs; none fails, and the job is not
+slowed by more than 10 %: its epochs under load are compared (median) with the same epochs
+of the same job run without the load just before and just after it (their mean, which
+also cancels a drift of the host over the test), in the same manager. (Same epochs, not
+the job's own unloaded epochs around the load: the job's epochs drift on their own, about
+0.85 s for epochs 1–7 and 1.1 s from epoch 8 on in two unloaded runs, so a comparison with
+the epochs around the load measured the drift as slowdown.) The p50 and p99 latencies and
+the slowdown are printed and written to ``$EDGEWISE_LOAD_REPORT``."""
 
 from __future__ import annotations
 
@@ -24,16 +27,12 @@ from managerproc import ManagerProcess
 
 pytestmark = pytest.mark.ray
 CLIENTS, REQUESTS = 50, 2000
-SLOWDOWN_LIMIT = 1.35
-"""A regression guard, not the issue's 10 %: on the 2-core host the manager, the load
-generator and the job's seven processes share two cores, and the manager spends about
-0.5–0.9 ms of CPU per request (h11, FastAPI, SQLite), so 250 requests/s cost the job
-15–22 % (1.156, 1.224, 1.185 on 2026-11-25; 0.94 in an earlier session's run).
-See docs/manager-api.md."""
+SLOWDOWN_LIMIT = 1.10
+"""The issue's 10 % (measured 1.062, 0.922, 1.058 on the idle 2-core host; with another
+core busy, 1.18-1.21: docs/manager-api.md)."""
 BASELINE_EPOCHS = 4
 """Epochs done before the load starts (the first is a warm-up and never counted)."""
-BRACKET = 3
-"""The baseline: up to this many unloaded epochs just before the load and just after it."""
+SPEC = {"epochs": 16, "batch_sizes": {"tx2-0": 16, "nano-0": 16, "nano-1": 16, "nano-2": 16}}
 
 
 async def _load(url: str, headers: dict[str, str], job_id: str) -> dict[str, Any]:
@@ -82,12 +81,22 @@ def _epochs(manager: ManagerProcess, job_id: str) -> list[tuple[float, float]]:
     return [(at, seconds) for at, _, seconds in rows]
 
 
+def _finished_epochs(manager: ManagerProcess, job_id: str) -> list[tuple[float, float]]:
+    done = manager.wait_job(job_id, timeout_s=300)
+    assert done["state"] == "succeeded", done
+    return _epochs(manager, job_id)
+
+
+def _quiet_run(manager: ManagerProcess) -> list[tuple[float, float]]:
+    return _finished_epochs(manager, manager.post("/api/v1/jobs",
+                                                  {"kind": "update", "spec": SPEC})["id"])
+
+
 @pytest.mark.timeout(600)
 def test_fifty_clients_do_not_fail_or_slow_a_running_job(manager: ManagerProcess,
                                                          tmp_path: Path) -> None:
-    spec = {"epochs": 16, "batch_sizes": {"tx2-0": 16, "nano-0": 16, "nano-1": 16,
-                                          "nano-2": 16}}
-    job = manager.post("/api/v1/jobs", {"kind": "update", "spec": spec})
+    quiet = [_quiet_run(manager)]
+    job = manager.post("/api/v1/jobs", {"kind": "update", "spec": SPEC})
     deadline = time.monotonic() + 300
     while len(_epochs(manager, job["id"])) < BASELINE_EPOCHS:
         assert time.monotonic() < deadline, manager.get(f"/api/v1/jobs/{job['id']}")
@@ -95,27 +104,24 @@ def test_fifty_clients_do_not_fail_or_slow_a_running_job(manager: ManagerProcess
     spawn = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(1, mp_context=spawn) as pool:
         result = pool.submit(_load_niced, manager.url, manager.headers, job["id"]).result()
-    done = manager.wait_job(job["id"], timeout_s=300)
-    assert done["state"] == "succeeded", done
-    epochs = _epochs(manager, job["id"])
-    under = [end > result["start"] and end - s < result["end"] for end, s in epochs]
-    loaded = [s for (_, s), hit in zip(epochs, under, strict=True) if hit]
-    before = [s for (end, s), hit in zip(epochs[1:], under[1:], strict=True)
-              if not hit and end <= result["start"]][-BRACKET:]
-    after = [s for (end, s), hit in zip(epochs[1:], under[1:], strict=True)
-             if not hit and end > result["start"]][:BRACKET]
-    baseline = before + after
+    loaded_run = _finished_epochs(manager, job["id"])
+    quiet.append(_quiet_run(manager))
+    hit = [k for k, (end, s) in enumerate(loaded_run)
+           if k > 0 and end > result["start"] and end - s < result["end"]]
+    loaded = [loaded_run[k][1] for k in hit]
+    baseline = [statistics.fmean(q[k][1] for q in quiet) for k in hit
+                if all(k < len(q) for q in quiet)]
     latencies = np.array(result["latencies"])
     report = {"requests": len(latencies), "clients": CLIENTS, "errors": len(result["failures"]),
               "p50_ms": round(1e3 * float(np.percentile(latencies, 50)), 1),
               "p99_ms": round(1e3 * float(np.percentile(latencies, 99)), 1),
               "load_seconds": round(result["end"] - result["start"], 2),
-              "baseline_epoch_s": baseline, "loaded_epoch_s": loaded,
+              "loaded_epochs": hit, "baseline_epoch_s": baseline, "loaded_epoch_s": loaded,
               "slowdown": round(statistics.median(loaded) / statistics.median(baseline), 3)
               if loaded and baseline else None}
     print("load test:", json.dumps(report))
     (Path(os.environ.get("EDGEWISE_LOAD_REPORT", tmp_path / "load.json"))).write_text(
         json.dumps(report, indent=1))
     assert result["failures"] == [] and len(latencies) == REQUESTS
-    assert len(baseline) >= 2 and len(loaded) >= 1, report
+    assert len(hit) >= 2 and len(baseline) == len(loaded), report
     assert report["slowdown"] <= SLOWDOWN_LIMIT, report

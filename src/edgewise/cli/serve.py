@@ -30,6 +30,10 @@ def serve(
     max_running: int = typer.Option(2, min=1, max=64, help="jobs that run at once"),
     planning_seconds: float = typer.Option(20.0, min=1.0, max=3600.0,
                                            help="time limit of one planning request"),
+    api_nice: int = typer.Option(
+        10, min=0, max=19, help="how much lower than the jobs' the CPU priority of the API "
+                                "is (nice levels; 0: the same), so a crowd of clients waits "
+                                "rather than slows the work"),
     data_dir: Path | None = typer.Option(
         None, help="the folder whose images, npz and safetensors files update jobs' "
                    "workloads may name (relative paths); default: <state dir>/data"),
@@ -52,4 +56,4 @@ def serve(
     run_manager(ManagerConfig(cluster=spec, state_dir=state, db_path=db, host=host, port=port,
                               allow_remote=allow_remote, address=address,
                               heartbeat_s=heartbeat, max_running=max_running,
-                              planning_seconds=planning_seconds))
+                              planning_seconds=planning_seconds, api_nice=api_nice))

@@ -83,6 +83,13 @@ class JobManager:
         self._lock = threading.Lock()
         self._running: dict[str, _Running] = {}
         self._closed = False
+        # jobs are started by one thread of their own, made here: a job's thread inherits
+        # the CPU priority of the thread that starts it, and the API's may be lowered
+        # (``serve --api-nice``), the work's must not be
+        self._wake = threading.Event()
+        if runtime is not None:
+            threading.Thread(target=self._starter, name="edgewise-job-starter",
+                             daemon=True).start()
 
     # the JobBackend protocol
     def cluster_summary(self) -> dict[str, object]:
@@ -192,6 +199,7 @@ class JobManager:
         with self._lock:
             self._closed = True
             running = list(self._running.values())
+        self._wake.set()  # the starter sees the manager closed and ends
         for job in running:
             job.shutdown = True
             job.context.stop_requested.set()
@@ -212,12 +220,23 @@ class JobManager:
         return found
 
     def _kick(self) -> None:
-        """Start pending jobs, oldest first, while fewer than ``max_running`` run."""
-        if self.runtime is None:
-            return
+        """Have the starter thread start pending jobs."""
+        self._wake.set()
+
+    def _starter(self) -> None:
+        """Start pending jobs, oldest first, while fewer than ``max_running`` run, each
+        time :meth:`_kick` asks, until the manager closes."""
+        while True:
+            self._wake.wait()
+            self._wake.clear()
+            if not self._start_pending():
+                return
+
+    def _start_pending(self) -> bool:
+        """Start what may start now; False once the manager is closed."""
         with self._lock:
             if self._closed:
-                return
+                return False
             free = self.max_running - len(self._running)
             for row in self.store.jobs(states=["pending"]):
                 if free <= 0:
@@ -226,6 +245,7 @@ class JobManager:
                     continue
                 self._start(row)
                 free -= 1
+        return True
 
     def _start(self, row: JobRow) -> None:
         context = JobRunContext(

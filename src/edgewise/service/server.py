@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -23,7 +24,7 @@ from edgewise.service.store import Store
 if TYPE_CHECKING:
     from edgewise.runtime.ray_cluster import RayRuntime
 
-__all__ = ["ManagerConfig", "loopback_ray", "run_manager"]
+__all__ = ["ManagerConfig", "loopback_ray", "lower_api_priority", "run_manager"]
 
 _log = logging.getLogger(__name__)
 LOOPBACK_RAY_ENV = {
@@ -47,6 +48,7 @@ class ManagerConfig:
     max_running: int = 2
     planning_seconds: float = 20.0
     planning_memory_mb: int = 2048
+    api_nice: int = 10
     limits: Limits = field(default_factory=Limits)
 
 
@@ -57,6 +59,22 @@ def loopback_ray() -> None:
         _log.warning("Ray was imported before the manager set it to loopback")
     for key, value in LOOPBACK_RAY_ENV.items():
         os.environ.setdefault(key, value)
+
+
+def lower_api_priority(nice: int) -> None:
+    """Lower this thread's CPU priority by ``nice`` levels (Linux: a thread's own nice):
+    the HTTP server runs here, and the threads it starts (its thread pool) inherit it, while
+    the jobs' threads come from the manager's starter thread and the devices' work from Ray,
+    both at the process's priority. Under a crowd of clients the API waits for CPU instead
+    of taking it from the jobs (measured: 50 clients' 2,000 requests slowed a running update
+    by 1.7× with another core busy, at equal priority)."""
+    if nice <= 0 or not hasattr(os, "setpriority"):
+        return
+    tid = threading.get_native_id()
+    try:
+        os.setpriority(os.PRIO_PROCESS, tid, min(19, os.getpriority(os.PRIO_PROCESS, tid) + nice))
+    except OSError as exc:  # a platform without per-thread priorities: serve as it is
+        _log.warning("could not lower the API's CPU priority: %s", exc)
 
 
 def run_manager(config: ManagerConfig) -> None:
@@ -110,6 +128,7 @@ def _serve(config: ManagerConfig, store: Store, problems: list[ProblemApi],
     manager.devices = devices
     manager.recover()
     announce(config.host, config.port, token_source())
+    lower_api_priority(config.api_nice)
     try:
         server.run()
     finally:
