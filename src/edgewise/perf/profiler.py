@@ -195,11 +195,11 @@ def profile(output: Path, config: ProfileConfig, progress: ProgressFn | None = N
 
 
 def _row(config: ProfileConfig, host: str, batch: int, values: dict[str, float],
-         n_workers: int = 1, batch_mean: float | None = None) -> dict[str, str | float | int]:
-    """A full row in schema order; by default one worker, so ``batch_mean`` is the batch."""
+         n_workers: int = 1) -> dict[str, str | float | int]:
+    """A full row in schema order: every one of ``n_workers`` workers at ``batch``."""
     row: dict[str, str | float | int] = {
         "device_type": config.device_type, "host": host, "batch_size": batch,
-        "n_workers": n_workers, "batch_mean": batch if batch_mean is None else batch_mean,
+        "n_workers": n_workers, "batch_mean": batch,
         "app_kind": config.app_kind, **values}
     return {c: row[c] for c in COLUMNS}
 
@@ -224,12 +224,10 @@ class PointProfiler:
 
     def point(self, point: StressPoint, items: list[tuple[int, int]],
               on_sample: Callable[[Sample], None] | None = None, *, n_workers: int = 1,
-              batch_mean: float | None = None,
               on_batch: Callable[[int], None] | None = None) -> list[Sample]:
         """The samples ``items`` ((batch, repeat) pairs) at stress ``point``, recorded as
-        measured among ``n_workers`` workers of mean batch ``batch_mean`` (default: every
-        worker at the sample's batch); ``on_batch`` is told each batch before its sample
-        (so that companion workers can train at it too)."""
+        measured among ``n_workers`` workers, every one at the sample's batch (``on_batch``
+        is told each batch before its sample, so that companion workers train at it)."""
         config = self.config
         budget = config.settle_s + len(items) * (config.step_s + 5.0) + 60.0
         out: list[Sample] = []
@@ -242,7 +240,7 @@ class PointProfiler:
                 values = _measure(self.trainer, batch, config.step_s, self.app, before,
                                   config.time_dilation, self.ps_state)
                 out.append(Sample(sample_key(point, batch, repeat), _row(
-                    config, self.host, batch, values, n_workers, batch_mean)))
+                    config, self.host, batch, values, n_workers)))
                 if on_sample is not None:
                     on_sample(out[-1])
         return out
