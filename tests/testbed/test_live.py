@@ -136,7 +136,15 @@ def _up_other(live: Live) -> subprocess.Popen[str]:
         {"name": "a", "type": "jetson-nano"}, {"name": "b", "type": "raspberry-pi-5"}]}))
     return subprocess.Popen([EDGEWISE, "testbed", "up", str(other), "--name", OTHER],
                             env=live.env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True)
+                            text=True, preexec_fn=_ctrl_c_default)
+
+
+def _ctrl_c_default() -> None:
+    """In the child before it execs: Ctrl-C as a terminal gives it. A suite run as a
+    background job of a script (``make test &``) inherits SIGINT ignored from the shell,
+    Python then never installs its KeyboardInterrupt, and the interrupted ``up`` ran to its
+    end (exit 0, in three runs beside stress-ng)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def _half_up_other(live: Live, signum: int) -> subprocess.Popen[str]:
