@@ -75,8 +75,8 @@ def lower_api_priority(nice: int) -> None:
     the HTTP server runs here, and the threads it starts (its thread pool) inherit it, while
     the jobs' threads come from the manager's starter thread and the devices' work from Ray,
     both at the process's priority. Under a crowd of clients the API waits for CPU instead
-    of taking it from the jobs (measured: 50 clients' 2,000 requests slowed a running update
-    by 1.7× with another core busy, at equal priority)."""
+    of taking it from the jobs (measured with the load test's former httpx clients and
+    another core busy: a running update slowed 1.7× at equal priority, 1.18× at nice 10)."""
     if nice <= 0 or not hasattr(os, "setpriority"):
         return
     tid = threading.get_native_id()
