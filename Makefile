@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck bench clean system-deps browser-deps
+.PHONY: demo test lint typecheck bench clean system-deps browser-deps load-deps
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -29,10 +29,19 @@ browser-deps:
 	    || echo "note: could not install chromium and chromium-driver"; \
 	  else echo "note: chromium is not installed (sudo apt-get install chromium chromium-driver)"; fi; }
 
+# The manager's load test sends its requests with hey, a compiled load generator (a Python
+# client costs more CPU than the manager it measures). Skipped with a reason where it cannot
+# be had, except in CI.
+load-deps:
+	@command -v hey >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq hey >/dev/null \
+	    || echo "note: could not install hey"; \
+	  else echo "note: hey is not installed (sudo apt-get install hey)"; fi; }
+
 demo: $(STAMP) system-deps
 	$(BIN)/edgewise demo
 
-test: $(STAMP) browser-deps system-deps
+test: $(STAMP) browser-deps load-deps system-deps
 	$(BIN)/pytest
 
 lint: $(STAMP)

@@ -31,9 +31,9 @@ def serve(
     planning_seconds: float = typer.Option(20.0, min=1.0, max=3600.0,
                                            help="time limit of one planning request"),
     api_nice: int = typer.Option(
-        10, min=0, max=19, help="how much lower than the jobs' the CPU priority of the API "
-                                "is (nice levels; 0: the same), so a crowd of clients waits "
-                                "rather than slows the work"),
+        0, min=0, max=19, help="how much lower than the jobs' the CPU priority of the API "
+                               "is (nice levels; 0: the same); helps against a flood of "
+                               "clients, hurts a busy host (docs/manager-api.md)"),
     data_dir: Path | None = typer.Option(
         None, help="the folder whose images, npz and safetensors files update jobs' "
                    "workloads may name (relative paths); default: <state dir>/data"),

@@ -48,7 +48,7 @@ class ManagerConfig:
     max_running: int = 2
     planning_seconds: float = 20.0
     planning_memory_mb: int = 2048
-    api_nice: int = 10
+    api_nice: int = 0
     limits: Limits = field(default_factory=Limits)
 
 
@@ -74,9 +74,13 @@ def lower_api_priority(nice: int) -> None:
     """Lower this thread's CPU priority by ``nice`` levels (Linux: a thread's own nice):
     the HTTP server runs here, and the threads it starts (its thread pool) inherit it, while
     the jobs' threads come from the manager's starter thread and the devices' work from Ray,
-    both at the process's priority. Under a crowd of clients the API waits for CPU instead
-    of taking it from the jobs (measured with the load test's former httpx clients and
-    another core busy: a running update slowed 1.7× at equal priority, 1.18× at nice 10)."""
+    both at the process's priority. Off by default (``serve --api-nice 0``): the server and
+    the jobs' driver threads share the GIL, and a low-priority server thread preempted while
+    it holds the GIL stalls them (a priority inversion). Load test beside ``stress-ng --cpu
+    1``, slowdown of a running update: 1.114 and 1.127 at nice 10, 1.043 and 1.065 at 0 (hey
+    clients); 1.227 and 1.206 at 10, 1.007 and 1.15 at 0 (aiohttp clients). With the former
+    unpaced httpx clients it was the other way round (1.7× at 0, 1.18× at 10): a flood of
+    clients is where a lower priority still helps."""
     if nice <= 0 or not hasattr(os, "setpriority"):
         return
     tid = threading.get_native_id()
