@@ -12,6 +12,7 @@ import torch
 from torch import nn
 
 from edgewise.errors import ConfigError
+from edgewise.nn.tracing import TRACE_LOCK
 from edgewise.nn.workload import (
     Workload,
     build_model,
@@ -112,7 +113,8 @@ def check_pair(student: nn.Module, golden: nn.Module, shape: tuple[int, ...]) ->
     """
     x = torch.zeros(2, *shape)
     try:
-        widths = [int(m.eval()(x).shape[-1]) for m in (student, golden)]
+        with TRACE_LOCK:  # a pipeline's trace in another thread would take these forwards in
+            widths = [int(m.eval()(x).shape[-1]) for m in (student, golden)]
     except Exception as exc:  # the user's model may fail in any way on a wrong input
         raise ConfigError(f"the models do not take frames of shape {list(shape)}: "
                           f"{type(exc).__name__}: {exc}", field="golden") from None
