@@ -3,6 +3,7 @@ checkpoints, and faults injected for real (a killed worker, a stalled device, a 
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -144,3 +145,14 @@ def test_stalled_device_or_cut_link_restarts_from_checkpoint(
     assert found[0].detected_at - started < 30
     _assert_each_sample_once(result)
     assert len(result.epochs) == 2
+
+
+@ray.remote
+def _niceness() -> int:
+    return os.getpriority(os.PRIO_PROCESS, 0)
+
+
+def test_the_emulated_devices_work_at_the_drivers_priority(runtime: RayRuntime) -> None:
+    """Ray's default starts workers at nice 15, where any process of the host at nice 0
+    (the manager's HTTP server, the driver) takes the CPU from the devices first."""
+    assert ray.get(_niceness.remote(), timeout=60) == os.getpriority(os.PRIO_PROCESS, 0)

@@ -32,8 +32,8 @@ def serve(
                                            help="time limit of one planning request"),
     api_nice: int = typer.Option(
         0, min=0, max=19, help="how much lower than the jobs' the CPU priority of the API "
-                               "is (nice levels; 0: the same); helps against a flood of "
-                               "clients, hurts a busy host (docs/manager-api.md)"),
+                               "is (nice levels; 0: the same); higher: the jobs first, "
+                               "slower answers (docs/manager-api.md)"),
     data_dir: Path | None = typer.Option(
         None, help="the folder whose images, npz and safetensors files update jobs' "
                    "workloads may name (relative paths); default: <state dir>/data"),

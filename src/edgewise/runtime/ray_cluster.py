@@ -161,6 +161,18 @@ def _reachable(host: str, port: int, timeout_s: float) -> bool:
         return False
 
 
+WORKER_NICENESS = 0
+"""The nice level of the emulated devices' Ray workers. Ray starts workers at nice 15, so
+that they yield to its raylet and GCS on a node of their own. Here every device shares one
+host with the driver, and at nice 15 (a scheduler weight of 36 against 1024 at nice 0)
+any other process of the host took the CPU from the devices first: the manager's HTTP
+server, the driver's own threads, a neighbour on a CI runner. The manager's load
+test beside ``stress-ng --cpu 1`` (50 clients, 250 requests a second) slowed an update job
+by 1.131 and 1.124 with Ray's default, and by 1.018 and 1.022 at nice 0
+(docs/manager-api.md). A testbed's nodes keep Ray's default: each is a device of its own,
+as on real hardware."""
+
+
 def start_local(cluster: Cluster, config: EmulationConfig | None = None) -> RayRuntime:
     """Start a local Ray instance emulating every device of ``cluster`` on this host. It is
     always a new instance of its own (``address="local"``), whatever Ray cluster runs on
@@ -185,6 +197,7 @@ def start_local(cluster: Cluster, config: EmulationConfig | None = None) -> RayR
         logging_level=logging.WARNING,
         log_to_driver=False,
         configure_logging=True,
+        _system_config={"worker_niceness": WORKER_NICENESS},
     )
     return RayRuntime(cluster, stretch, emulated=True)
 

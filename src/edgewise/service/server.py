@@ -74,13 +74,11 @@ def lower_api_priority(nice: int) -> None:
     """Lower this thread's CPU priority by ``nice`` levels (Linux: a thread's own nice):
     the HTTP server runs here, and the threads it starts (its thread pool) inherit it, while
     the jobs' threads come from the manager's starter thread and the devices' work from Ray,
-    both at the process's priority. Off by default (``serve --api-nice 0``): the server and
-    the jobs' driver threads share the GIL, and a low-priority server thread preempted while
-    it holds the GIL stalls them (a priority inversion). Load test beside ``stress-ng --cpu
-    1``, slowdown of a running update: 1.114 and 1.127 at nice 10, 1.043 and 1.065 at 0 (hey
-    clients); 1.227 and 1.206 at 10, 1.007 and 1.15 at 0 (aiohttp clients). With the former
-    unpaced httpx clients it was the other way round (1.7× at 0, 1.18× at 10): a flood of
-    clients is where a lower priority still helps."""
+    both at the process's priority. Off by default (``serve --api-nice 0``). Load test beside
+    ``stress-ng --cpu 1``, slowdown of a running update: 0.976 at nice 10, 1.018 and 1.022
+    at 0, with p50 latencies of 27 ms and 12-14 ms (docs/manager-api.md). Until the emulated
+    devices ran at nice 0 (Ray starts workers at 15) no nice up to 14 could put the API
+    below them."""
     if nice <= 0 or not hasattr(os, "setpriority"):
         return
     tid = threading.get_native_id()
