@@ -61,7 +61,10 @@ def test_user_model_on_an_image_folder_trains_in_chunks(
         runtime: RayRuntime, workload: Workload, tmp_path: Path) -> None:
     source = open_data(workload)
     n = source.size("train")
-    config = TrainConfig(workload=workload, epochs=10, learning_rate=0.005, heartbeat_s=1.0,
+    # 15 epochs: asynchronous training reaches 0.8 late; with 10 the best epoch stayed
+    # below 0.8 in 3 of 14 runs (the devices at nice 0, as the runtime starts them), and
+    # with 15 the best was 0.92-1.0 in 6 of 6 runs beside stress-ng --cpu 1
+    config = TrainConfig(workload=workload, epochs=15, learning_rate=0.005, heartbeat_s=1.0,
                          chunk_bytes=4096)  # about ten images a chunk: many chunks a shard
     result = train(runtime, config, equal_plan(runtime.cluster, n, batch_size=16),
                    checkpoint_dir=tmp_path)
@@ -70,7 +73,7 @@ def test_user_model_on_an_image_folder_trains_in_chunks(
         assert np.array_equal(np.sort(record.applied_ids), train_ids)
     accuracies = [r.val_accuracy for r in result.epochs]
     assert max(accuracies) >= 0.8 and accuracies[-1] >= 0.5, accuracies  # chance: 0.25
-    checkpoint = decode((tmp_path / "epoch-0009.ewt").read_bytes())
+    checkpoint = decode((tmp_path / f"epoch-{config.epochs - 1:04d}.ewt").read_bytes())
     state = checkpoint.arrays
     # BatchNorm statistics reached the server: running means moved off their initial zeros,
     # and every applied push's batch counted once.
