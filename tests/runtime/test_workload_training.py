@@ -62,7 +62,7 @@ def test_user_model_on_an_image_folder_trains_in_chunks(
     source = open_data(workload)
     n = source.size("train")
     # 15 epochs: asynchronous training reaches 0.8 late; with 10 the best epoch stayed
-    # below 0.8 in 3 of 14 runs (the devices at nice 0, as the runtime starts them), and
+    # below 0.8 in 3 of 16 runs (the devices at nice 0, as the runtime starts them), and
     # with 15 the best was 0.92-1.0 in 6 of 6 runs beside stress-ng --cpu 1
     config = TrainConfig(workload=workload, epochs=15, learning_rate=0.005, heartbeat_s=1.0,
                          chunk_bytes=4096)  # about ten images a chunk: many chunks a shard

@@ -42,7 +42,9 @@ PAUSE_S = 0.2
 (the dashboard polls every 2 s)."""
 WINDOWS = 4
 WINDOW_REQUESTS = REQUESTS // WINDOWS
-"""Requests of one loaded window: 500, about 2 s, one or two whole epochs of the job."""
+"""Requests of one loaded window: 500, about 2 s, one or two whole epochs of the job. Four
+windows rather than two of 1,000: with two, one job of a placebo (a sleep for the load)
+read 1.21 beside ``stress-ng --cpu 1``, a few seconds of bad luck filling a window."""
 WARMUP_EPOCHS, QUIET_EPOCHS = 2, 2
 """Epochs before the first window (never counted), and whole epochs in each quiet one."""
 JOBS = 3
