@@ -96,13 +96,14 @@ class Load:
         self._before = resource.getrusage(resource.RUSAGE_CHILDREN)
         self._outputs = [out / f"hey-{k}.csv" for k in range(len(PATHS))]
         headers = [a for k, v in manager.headers.items() for a in ("-H", f"{k}: {v}")]
-        self._files = [output.open("w") for output in self._outputs]
-        self._runs = [subprocess.Popen(
-            ["nice", "-n", "19", hey, "-n", str(WINDOW_REQUESTS // len(PATHS)),
-             "-c", str(CLIENTS // len(PATHS)), "-q", f"{1 / PAUSE_S:g}", "-t", "30",
-             "-o", "csv", *headers, manager.url + path.format(job=job_id)],
-            stdout=file, stderr=subprocess.PIPE, text=True)
-            for path, file in zip(PATHS, self._files, strict=True)]
+        self._runs = []
+        for path, output in zip(PATHS, self._outputs, strict=True):
+            with output.open("w") as file:  # hey writes to its own copy of the descriptor
+                self._runs.append(subprocess.Popen(
+                    ["nice", "-n", "19", hey, "-n", str(WINDOW_REQUESTS // len(PATHS)),
+                     "-c", str(CLIENTS // len(PATHS)), "-q", f"{1 / PAUSE_S:g}", "-t", "30",
+                     "-o", "csv", *headers, manager.url + path.format(job=job_id)],
+                    stdout=file, stderr=subprocess.PIPE, text=True))
 
     def done(self) -> bool:
         return all(run.poll() is not None for run in self._runs)
@@ -110,15 +111,14 @@ class Load:
     def finish(self) -> Window:
         for path, run, output in zip(PATHS, self._runs, self._outputs, strict=True):
             err = run.communicate(timeout=300)[1]
-            rows = list(csv.DictReader(output.open()))
+            with output.open() as file:
+                rows = list(csv.DictReader(file))
             self.window.latencies += [float(row["response-time"]) for row in rows]
             self.window.failures += [f"{path}: {row['status-code']}" for row in rows
                                      if row["status-code"] != "200"]
             if run.returncode != 0 or len(rows) != WINDOW_REQUESTS // len(PATHS):
                 self.window.failures.append(
                     f"{path}: hey exited {run.returncode} with {len(rows)} rows: {err}")
-        for file in self._files:
-            file.close()
         self.window.end = time.time()
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
         self.window.client_cpu_s = ((after.ru_utime + after.ru_stime)
