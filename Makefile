@@ -41,8 +41,11 @@ load-deps:
 demo: $(STAMP) system-deps
 	$(BIN)/edgewise demo
 
+# Two pytest-xdist workers: most tests wait on emulated devices (their compute is stretched by
+# sleeping), so two share a 2-core host well. TEST_WORKERS=0 runs in one process.
+TEST_WORKERS ?= 2
 test: $(STAMP) browser-deps load-deps system-deps
-	$(BIN)/pytest
+	$(BIN)/pytest $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadgroup)
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests

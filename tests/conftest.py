@@ -8,11 +8,53 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from hypothesis import settings
 
 from edgewise.cluster.model import Cluster
 from edgewise.cluster.schema import cluster_from_dict
+from edgewise.runtime.ray_cluster import share_local, shared, unshare_local
 from edgewise.service import JobManager, Store
 from edgewise.service.problems import discover_problems, job_kinds
+from tests.needs import in_ci
+
+# Hypothesis in CI: the same examples every run (a failure reproduces; a pass is not luck),
+# no per-example deadline (a loaded 2-core runner is slow, and speed is not what these test).
+settings.register_profile("ci", derandomize=True, deadline=None, print_blob=True)
+settings.register_profile("dev", deadline=None)
+settings.load_profile("ci" if in_ci() else "dev")
+
+# Per-test time limits (pytest-timeout): 120 s by default (pyproject.toml), more for these.
+MARKER_TIMEOUT_S = {"slow": 300, "system": 600}
+
+
+# Under pytest-xdist (`make test` runs two workers), tests that share something only one
+# process can hold run on one worker, and go first, so that the long groups overlap: the
+# session's served manager (one per worker that uses it) and the testbed (its namespaces
+# and cgroups have fixed names).
+XDIST_GROUPS = ("manager", "testbed")
+
+
+def _group(item: pytest.Item) -> str | None:
+    if "manager" in getattr(item, "fixturenames", ()):
+        return "manager"
+    if {"testbed", "suites"} & set(item.path.parts):
+        return "testbed"
+    return None
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        group = _group(item)
+        if group is not None:
+            item.add_marker(pytest.mark.xdist_group(group))
+        if item.get_closest_marker("timeout") is not None:
+            continue
+        limits = [s for name, s in MARKER_TIMEOUT_S.items() if item.get_closest_marker(name)]
+        if limits:
+            item.add_marker(pytest.mark.timeout(max(limits)))
+    rank = {g: k for k, g in enumerate(XDIST_GROUPS)}
+    items.sort(key=lambda i: rank.get(_group(i) or "", len(rank)))  # stable: order kept
+
 
 SMALL_CLUSTER = {
     "name": "test-three-nanos",
@@ -25,6 +67,40 @@ SMALL_CLUSTER = {
          "roles": ["parameter-server", "data-store", "manager"]},
     ],
 }
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _one_ray_instance() -> Iterator[None]:
+    """One local Ray instance for every emulation test of the session (Ray's own suite does
+    the same): each test's cluster gets its devices on it under a tag of its own, and a
+    runtime's shutdown ends only what it left behind. Tests that need an instance of their
+    own (a foreign head, a testbed, a manager process) get one: they join or start another
+    process, never this one."""
+    pool = share_local()
+    yield
+    RAY_STARTS.append(pool.starts)
+    unshare_local()
+
+
+RAY_STARTS: list[int] = []
+
+
+@pytest.fixture(autouse=True)
+def _ray_marker_is_set(request: pytest.FixtureRequest) -> Iterator[None]:
+    """A test that runs work on the shared Ray instance carries the ``ray`` marker (so that
+    ``-m "not ray"`` means what it says)."""
+    pool = shared()
+    before = pool.uses if pool is not None else 0
+    yield
+    if pool is not None and pool.uses > before and \
+            request.node.get_closest_marker("ray") is None:
+        pytest.fail("this test starts work on Ray: mark it @pytest.mark.ray", pytrace=False)
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    if RAY_STARTS:
+        terminalreporter.write_line(f"the shared local Ray instance started {RAY_STARTS[-1]} "
+                                    "time(s) in this session")
 
 
 @pytest.fixture(scope="session")

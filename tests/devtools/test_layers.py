@@ -11,10 +11,15 @@ from pathlib import Path
 import pytest
 
 from edgewise.devtools.layers import contracts, find_pyproject
+from tests.needs import require
 
 ROOT = Path(__file__).resolve().parents[2]
 LINT = Path(sys.executable).with_name("lint-imports")
-pytestmark = pytest.mark.skipif(not LINT.exists(), reason="import-linter is not installed")
+
+
+@pytest.fixture(autouse=True)
+def _lint_imports() -> None:
+    require(LINT.exists(), "import-linter is not installed (pip install -e '.[dev]')")
 
 
 def _lint(src: Path) -> subprocess.CompletedProcess[str]:

@@ -30,7 +30,9 @@ def test_headline_reductions_are_those_of_the_plotted_curves(figures: dict[str, 
     models = [m for m in jct if m != "edges"]
 
     def mean_reduction(ours: str, theirs: str) -> float:
-        return float(np.mean([reduction(a, b) for m in models
+        # the paper's definition, written out here: 1 - JCT(ours) / JCT(theirs), averaged
+        # over every model and edge count of the plotted curves
+        return float(np.mean([1.0 - a / b for m in models
                               for a, b in zip(jct[m][ours], jct[m][theirs], strict=True)]))
 
     for ours, theirs in (("srole-c", "marl"), ("srole-d", "marl"), ("srole-c", "rl")):
@@ -39,8 +41,15 @@ def test_headline_reductions_are_those_of_the_plotted_curves(figures: dict[str, 
     low, high = figures["jct_reduction_srole_c_vs_marl_range"]
     assert low <= figures["jct_reduction_srole_c_vs_marl"] <= high
     at100 = figures["collisions_vs_kappa"]["100"]
+    ours_c, theirs_c = at100["srole-c"]["collisions"], at100["marl"]["collisions"]
     assert figures["collision_reduction_srole_c"] == pytest.approx(
-        reduction(at100["srole-c"]["collisions"], at100["marl"]["collisions"]))
+        1.0 - ours_c / theirs_c if theirs_c > 0 else 0.0)
+
+
+def test_a_reduction_is_one_minus_the_ratio() -> None:
+    assert reduction(30.0, 40.0) == pytest.approx(0.25)
+    assert reduction(50.0, 40.0) == pytest.approx(-0.25)  # worse than theirs: negative
+    assert reduction(1.0, 0.0) == 0.0  # nothing to reduce
 
 
 def test_unshielded_methods_execute_their_proposal(figures: dict[str, Any]) -> None:

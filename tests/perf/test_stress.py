@@ -3,18 +3,23 @@
 from __future__ import annotations
 
 import os
-import shutil
 import time
 
 import psutil
 import pytest
+from tests.needs import require_tool
 
 from edgewise.errors import EdgewiseError
 from edgewise.perf import stress
 from edgewise.perf.stress import Stressor, StressPoint, default_memory_levels_mb, stress_grid
 
-needs_stress_ng = pytest.mark.skipif(shutil.which("stress-ng") is None,
-                                     reason="stress-ng is not installed")
+
+@pytest.fixture
+def _stress_ng() -> None:
+    require_tool("stress-ng", "make system-deps, or apt-get install stress-ng")
+
+
+needs_stress_ng = pytest.mark.usefixtures("_stress_ng")
 
 
 def test_grid_is_the_product_with_cpu_varying_slowest() -> None:

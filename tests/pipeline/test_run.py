@@ -92,8 +92,8 @@ def test_stage_payload_round_trips_buffers_without_pickling_weights() -> None:
     assert torch.equal(rebuilt.get_buffer("scale"), module.get_buffer("scale"))
 
 
-@pytest.mark.skipif(not zfp_available(), reason="zfpy not installed")
 def test_zfp_keeps_its_error_bound_and_meta() -> None:
+    assert zfp_available(), "zfpy is a dependency of edgewise (pyproject.toml)"
     x = torch.from_numpy(np.random.default_rng(1).normal(size=(2, 4, 8, 8, 8)).astype("f4"))
     codec = ActivationCodec("zfp", tolerance=1e-3)
     frame = encode_activation(x, {"id": 7}, codec)

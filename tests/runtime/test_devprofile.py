@@ -4,11 +4,11 @@ batch, so each row's ``batch_mean`` is its own batch and ``n_workers`` counts th
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pandas as pd
 import pytest
+from tests.needs import require_tool
 
 from edgewise.cluster.model import Cluster
 from edgewise.perf.profiler import ProfileConfig
@@ -16,11 +16,11 @@ from edgewise.perf.stress import StressPoint
 from edgewise.runtime.devprofile import profile_device
 from edgewise.runtime.ray_cluster import start_local
 
-pytestmark = pytest.mark.ray
+pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
 
-@pytest.mark.skipif(shutil.which("stress-ng") is None, reason="stress-ng is not installed")
 def test_companions_train_at_the_measured_batch(small_cluster: Cluster, tmp_path: Path) -> None:
+    require_tool("stress-ng", "make system-deps, or apt-get install stress-ng")
     # two memory levels: the Latin square gives the first one worker, the second two
     grid = (StressPoint(0, 0, 0), StressPoint(0, 64, 0))
     config = ProfileConfig(grid, batch_sizes=(8, 32), step_s=0.3, settle_s=0.2, app_kind="",

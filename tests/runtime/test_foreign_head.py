@@ -26,7 +26,7 @@ from edgewise.runtime.engine import train
 from edgewise.runtime.plan import TrainConfig, equal_plan
 from edgewise.runtime.ray_cluster import connect
 
-pytestmark = pytest.mark.ray
+pytestmark = [pytest.mark.ray, pytest.mark.system, pytest.mark.slow]
 RAY = str(Path(sys.executable).parent / "ray")
 
 

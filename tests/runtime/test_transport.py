@@ -6,6 +6,7 @@ import contextlib
 import json
 import pickle
 import struct
+import time
 from typing import Any
 
 import numpy as np
@@ -16,6 +17,7 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 from edgewise.errors import EdgewiseError
+from edgewise.runtime import microbench
 from edgewise.runtime.microbench import (
     lz4_compress_mb_s,
     roundtrip_via,
@@ -256,14 +258,40 @@ def test_truncated_or_corrupted_frames_raise_only_transport_error(
         decode(corrupted)
 
 
-def test_benchmarks_return_positive_floats() -> None:
-    assert lz4_compress_mb_s(size_mb=1.0, repeats=2) > 0
-    assert transport_roundtrip_ms_1mb(repeats=2) > 0
+class _FakeClock:
+    """``time.perf_counter`` that advances ``step_s`` at every call."""
+
+    def __init__(self, step_s: float) -> None:
+        self.now, self.step_s = 0.0, step_s
+
+    def __call__(self) -> float:
+        self.now += self.step_s
+        return self.now
+
+
+def test_compression_throughput_is_bytes_over_the_median_time(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(microbench.time, "perf_counter", _FakeClock(0.25))
+    # each compression spans one clock step: 2 MB in 0.25 s
+    assert lz4_compress_mb_s(size_mb=2.0, repeats=3) == pytest.approx(8.0)
+
+
+def test_a_round_trip_includes_the_carrier_and_checks_the_tensor() -> None:
     echoed: list[int] = []
 
-    def echo(frame: bytes) -> bytes:
+    def slow_echo(frame: bytes) -> bytes:
         echoed.append(len(frame))
+        time.sleep(0.02)  # a carrier that takes at least 20 ms each way and back
         return bytes(frame)
 
-    assert roundtrip_via(echo, repeats=3) > 0
-    assert len(echoed) == 3
+    assert roundtrip_via(slow_echo, repeats=3) >= 20.0
+    assert len(echoed) == 3 and min(echoed) > 0
+
+    def corrupting_echo(frame: bytes) -> bytes:
+        out = bytearray(frame)
+        out[-1] ^= 0xFF
+        return bytes(out)
+
+    with pytest.raises(TransportError):
+        roundtrip_via(corrupting_echo, repeats=1)
+    assert transport_roundtrip_ms_1mb(repeats=2) > 0

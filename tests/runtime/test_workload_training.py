@@ -27,7 +27,7 @@ from edgewise.runtime.ray_cluster import RayRuntime, start_local
 from edgewise.runtime.trainstate import read_frames
 from edgewise.wire.frames import decode
 
-pytestmark = pytest.mark.ray
+pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
 MODEL = '''
 from torch import nn

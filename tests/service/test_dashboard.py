@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from managerproc import ManagerProcess, skip_unless_ci
 
-pytestmark = pytest.mark.ray
+pytestmark = [pytest.mark.ray, pytest.mark.system]
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 DRIVER = shutil.which("chromedriver")
 
@@ -70,11 +70,15 @@ def _drawn(browser: Any, selector: str) -> int:
 @pytest.mark.timeout(600)
 def test_log_in_see_the_cluster_run_a_job_and_see_its_curve(
         manager: ManagerProcess, browser: Any, tmp_path: Path) -> None:
+    from selenium.common.exceptions import StaleElementReferenceException
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support import expected_conditions as seen
     from selenium.webdriver.support.ui import WebDriverWait
 
-    wait = WebDriverWait(browser, 120, poll_frequency=0.5)
+    # the dashboard redraws its tables at every poll: an element found may be replaced
+    # before it is read, which is no failure (found again at the next try)
+    stale = (StaleElementReferenceException,)
+    wait = WebDriverWait(browser, 120, poll_frequency=0.5, ignored_exceptions=stale)
     shots = _shots(tmp_path)
     devices = [d["name"] for d in manager.get("/api/v1/cluster")["devices"]]
 
@@ -93,7 +97,7 @@ def test_log_in_see_the_cluster_run_a_job_and_see_its_curve(
     wait.until(seen.element_to_be_clickable((By.ID, "start-update"))).click()
     wait.until(lambda b: "#/jobs/job-" in b.current_url)
     job_id = browser.current_url.rsplit("/", 1)[-1]
-    WebDriverWait(browser, 300, poll_frequency=1).until(
+    WebDriverWait(browser, 300, poll_frequency=1, ignored_exceptions=stale).until(
         lambda b: b.find_element(By.ID, "job-state").text in ("succeeded", "failed"))
     assert browser.find_element(By.ID, "job-state").text == "succeeded"
     wait.until(lambda b: _drawn(b, "#chart-val_accuracy") > 500)

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from managerproc import ManagerProcess
 
-pytestmark = pytest.mark.ray
+pytestmark = [pytest.mark.ray, pytest.mark.system]
 DOC = Path(__file__).parents[2] / "docs" / "manager-api.md"
 BASE = "http://127.0.0.1:8765"
 
@@ -32,13 +32,13 @@ def test_the_doc_has_runnable_examples_of_every_part() -> None:
         assert path in text, path
 
 
-@pytest.mark.timeout(600)
+@pytest.mark.timeout(300)
 @pytest.mark.parametrize("index", range(len(_runnable())))
 def test_each_shell_example_runs(manager: ManagerProcess, tmp_path: Path, index: int) -> None:
     script = _runnable()[index].replace(BASE, manager.url)
     env = {**os.environ, "TOKEN": manager.token, "H": f"Authorization: Bearer {manager.token}"}
     done = subprocess.run(["bash", "-euo", "pipefail", "-c", script], cwd=tmp_path, env=env,
-                          capture_output=True, text=True, timeout=300)
+                          capture_output=True, text=True, timeout=240)
     assert done.returncode == 0, f"{script}\n--- stdout\n{done.stdout}\n--- stderr\n{done.stderr}"
 
 
@@ -51,4 +51,12 @@ def test_the_python_example_builds_a_dry_run_app(tmp_path: Path,
     names: dict[str, object] = {}
     exec(code.replace('"cluster.yaml"', repr(str(example_path("deep-edge-testbed.yaml")))),
          names)
-    assert (tmp_path / "manager.db").exists() and names["app"] is not None
+    from fastapi import FastAPI
+    from fastapi.testclient import TestClient
+
+    app = names["app"]
+    assert (tmp_path / "manager.db").exists() and isinstance(app, FastAPI)
+    with TestClient(app) as client:  # the app it built answers with its token, only with it
+        token = {"Authorization": "Bearer a-token"}
+        assert client.get("/api/v1/health", headers=token).status_code == 200
+        assert client.get("/api/v1/jobs", headers={"Authorization": "Bearer x"}).status_code == 401

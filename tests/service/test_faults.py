@@ -12,7 +12,7 @@ import pytest
 from managerproc import ManagerProcess
 from prometheus_client.parser import text_string_to_metric_families
 
-pytestmark = pytest.mark.ray
+pytestmark = [pytest.mark.ray, pytest.mark.system, pytest.mark.slow]
 
 
 def _samples(manager: ManagerProcess, family: str) -> dict[tuple[tuple[str, str], ...], float]:

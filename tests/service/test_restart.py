@@ -1,7 +1,9 @@
-"""``kill -9`` of a manager running one job of each kind, then a restart on the same state:
-every job keeps its history, the update job resumes from its checkpoint and completes (no
-epoch lost or trained twice), the others are marked interrupted with the reason, and no
-process of the killed manager (Ray's included) outlives it."""
+"""``kill -9`` of a manager running two jobs, then a restart on the same state: both jobs keep
+their history, the update job resumes from its checkpoint and completes (no epoch lost or
+trained twice), the pipeline job, which cannot resume, is marked interrupted with the reason,
+and no process of the killed manager (Ray's included) outlives it. (Resuming from a
+checkpoint is tested on the engine itself in tests/runtime/test_training.py; every kind's
+success through the manager in test_job_kinds.py.)"""
 
 from __future__ import annotations
 
@@ -13,20 +15,16 @@ import psutil
 import pytest
 from managerproc import ManagerProcess
 
-pytestmark = pytest.mark.ray
-KINDS = {"update", "pipeline", "continual", "sites", "modelparallel"}
-EPOCHS = 5
+pytestmark = [pytest.mark.ray, pytest.mark.system, pytest.mark.slow]
+EPOCHS = 4
 
 
 def _specs(manager: ManagerProcess) -> dict[str, dict[str, Any]]:
     specs = {e["kind"]: e["spec"] for e in manager.get("/api/v1/jobs/examples")}
-    assert set(specs) == KINDS
-    # The update long enough to be killed mid-job; the others light, to share two cores.
-    specs["update"] = {**specs["update"], "epochs": EPOCHS}
-    specs["pipeline"] = {**specs["pipeline"], "requests": 20, "switch_after": None,
-                         "serve_seconds": 600.0}
-    specs["continual"] = {**specs["continual"], "streams": 1, "windows": 1}
-    return specs
+    # the update long enough to be killed mid-job; the pipeline serving until it is killed
+    return {"update": {**specs["update"], "epochs": EPOCHS},
+            "pipeline": {**specs["pipeline"], "requests": 10, "switch_after": None,
+                         "serve_seconds": 600.0}}
 
 
 def _wait_for_a_checkpoint(manager: ManagerProcess, job_id: str, timeout_s: float) -> int:
@@ -47,14 +45,16 @@ def _gone_within(processes: list[psutil.Process], seconds: float) -> list[psutil
     return [p for p in alive if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
 
 
-@pytest.mark.timeout(900)
+@pytest.mark.timeout(600)
 def test_kill_9_then_restart_resumes_or_interrupts_every_job(tmp_path: Path) -> None:
-    manager = ManagerProcess(tmp_path, options=("--max-running", "5"))
+    manager = ManagerProcess(tmp_path, options=("--max-running", "2"))
     manager.start()
     try:
         ids = {kind: manager.post("/api/v1/jobs", {"kind": kind, "spec": spec})["id"]
                for kind, spec in _specs(manager).items()}
+        manager.wait_job(ids["pipeline"], states=("running",), timeout_s=240)
         epoch = _wait_for_a_checkpoint(manager, ids["update"], timeout_s=240)
+        assert manager.get(f"/api/v1/jobs/{ids['pipeline']}")["state"] == "running"
         helpers = manager.descendants()
         assert any("raylet" in p.name() or "gcs_server" in p.name() for p in helpers)
         manager.kill9()
@@ -70,16 +70,12 @@ def test_kill_9_then_restart_resumes_or_interrupts_every_job(tmp_path: Path) -> 
         steps = [row[1] for row in manager.get(f"/api/v1/jobs/{ids['update']}/metrics")["epoch"]]
         assert steps == [float(e) for e in range(1, EPOCHS + 1)]  # none lost, none twice
 
-        for kind, job_id in ids.items():
-            job = manager.get(f"/api/v1/jobs/{job_id}")
-            history = [e["kind"] for e in manager.get(f"/api/v1/jobs/{job_id}/events")]
-            assert history[0] == "submitted", (kind, history)
-            if kind == "update":
-                continue
-            assert job["state"] in ("interrupted", "succeeded"), (kind, job["state"],
-                                                                  job["reason"], history)
-            if job["state"] == "interrupted":
-                assert "cannot resume" in job["reason"] and "interrupted" in history
-        assert len(manager.get("/api/v1/jobs")) == len(KINDS)  # nothing duplicated
+        pipeline = manager.get(f"/api/v1/jobs/{ids['pipeline']}")
+        history = [e["kind"] for e in manager.get(f"/api/v1/jobs/{ids['pipeline']}/events")]
+        assert history[0] == "submitted" and "interrupted" in history, history
+        assert pipeline["state"] == "interrupted", (pipeline["state"], pipeline["reason"])
+        assert "cannot resume" in pipeline["reason"]
+        for job_id in ids.values():  # nothing duplicated by the restart
+            assert manager.get(f"/api/v1/jobs/{job_id}")["id"] == job_id
     finally:
         manager.stop()

@@ -4,13 +4,13 @@ a skipped testbed test is a failure: the CI machines have root."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
 import yaml
 
 from edgewise.testbed.host import missing
+from tests.needs import require
 
 # Four devices, the head (server, store, manager) on the fastest, a per-pair rate on one
 # link: the smallest cluster on which training survives a lost worker and a cut link.
@@ -33,10 +33,7 @@ def require_testbed_host() -> None:
     lacks = missing()
     if not lacks:
         return
-    reason = "this host cannot run a testbed: it lacks " + "; ".join(lacks)
-    if os.environ.get("CI", "").lower() == "true":
-        pytest.fail(f"CI=true but {reason}", pytrace=False)
-    pytest.skip(reason)
+    require(False, "this host cannot run a testbed: it lacks " + "; ".join(lacks))
 
 
 @pytest.fixture(scope="session")

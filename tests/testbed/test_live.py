@@ -34,7 +34,7 @@ from edgewise.testbed.record import read_record
 from edgewise.testbed.teardown import leftovers
 from tests.testbed.conftest import require_testbed_host
 
-pytestmark = pytest.mark.ray
+pytestmark = [pytest.mark.ray, pytest.mark.system, pytest.mark.slow]
 NAME = "pytest-live"
 OTHER = "pytest-other"
 EDGEWISE = str(Path(sys.executable).parent / "edgewise")

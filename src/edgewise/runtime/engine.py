@@ -15,7 +15,7 @@ import ray
 from numpy.typing import NDArray
 
 from edgewise.cluster.model import Cluster
-from edgewise.errors import RuntimeFault
+from edgewise.errors import ConfigError, RuntimeFault
 from edgewise.nn.data import shard_indices
 from edgewise.nn.workload import Workload, resolved, validate
 from edgewise.perf.convergence import epochs_to_target
@@ -24,7 +24,7 @@ from edgewise.runtime.health import StrikeLedger
 from edgewise.runtime.launch import Attempt, Interrupted, await_all, launch, monitor_handle
 from edgewise.runtime.plan import TrainConfig, TrainPlan, equal_plan
 from edgewise.runtime.ray_cluster import RayRuntime
-from edgewise.wire.frames import decode
+from edgewise.wire.frames import TransportError, decode
 
 __all__ = ["EpochRecord", "Interruption", "TrainResult", "latest_checkpoint", "train"]
 
@@ -86,7 +86,14 @@ def latest_checkpoint(path: Path | None) -> tuple[int, bytes] | None:
     found = sorted(path.glob("epoch-*.ewt")) if path is not None and path.is_dir() else []
     if not found:
         return None
-    return int(found[-1].stem.removeprefix("epoch-")) + 1, found[-1].read_bytes()
+    frame = found[-1].read_bytes()
+    try:
+        decode(frame)
+    except TransportError as exc:
+        raise ConfigError(f"the checkpoint {found[-1]} is corrupt ({exc}); remove it to "
+                          "resume from the one before, or start the job anew",
+                          field="checkpoint") from None
+    return int(found[-1].stem.removeprefix("epoch-")) + 1, frame
 
 
 def _save(path: Path | None, epoch: int, frame: bytes) -> Path | None:

@@ -10,6 +10,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from edgewise.errors import ConfigError
+
 __all__ = ["DEAD_AFTER_PERIODS", "Directive", "FaultBoard", "HeartbeatTable", "Member",
            "StrikeLedger"]
 
@@ -102,6 +104,20 @@ class FaultBoard:
         return Directive(stall if stall > now else 0.0, cuts)  # type: ignore[arg-type]
 
 
+def _read_counts(path: Path) -> dict[str, int]:
+    """The strike counts stored at ``path``; a ConfigError naming the file if it is not a
+    JSON object of device names to whole numbers (the file is left as it is)."""
+    try:
+        data = json.loads(path.read_text())
+        if not isinstance(data, dict):
+            raise ValueError("not a JSON object")
+        return {str(k): int(v) for k, v in data.items()}
+    except (ValueError, TypeError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"the strike ledger {path} is corrupt ({exc}); fix or remove it "
+                          "(it counts each device's interruptions, Deep-Edge §IV-D)",
+                          field="strikes") from None
+
+
 class StrikeLedger:
     """Interruptions of update tasks per device (Deep-Edge §IV-D: three strikes and out).
 
@@ -113,8 +129,7 @@ class StrikeLedger:
         self.limit = limit
         self.counts: dict[str, int] = {}
         if path is not None and path.exists():
-            data = json.loads(path.read_text())
-            self.counts = {str(k): int(v) for k, v in data.items()}
+            self.counts = _read_counts(path)
 
     def strike(self, device: str) -> int:
         self.counts[device] = self.counts.get(device, 0) + 1

@@ -28,32 +28,58 @@ from typing import Any, Literal
 from edgewise.cluster.model import Cluster, Device, Link, Role
 from edgewise.errors import ConfigError, EdgewiseError
 from edgewise.runtime.emulation import EmulationConfig, stretch_factors
+from edgewise.runtime.local_instance import (
+    NAMESPACE,
+    WORKER_NICENESS,
+    cluster_tag,
+    init_local,
+    kill_named_actors,
+    share_local,
+    shared,
+    unshare_local,
+)
 
 __all__ = [
-    "ADDRESS_ENV", "DEVICE_SLOTS", "LABEL_DILATION", "LABEL_LATENCY", "RayRuntime", "connect",
-    "device_resources", "head_device", "head_start_line", "join_cluster", "ray_start_line",
-    "refresh_auth", "start_local",
+    "ADDRESS_ENV",
+    "DEVICE_SLOTS",
+    "LABEL_DILATION",
+    "LABEL_LATENCY",
+    "NAMESPACE",
+    "WORKER_NICENESS",
+    "RayRuntime",
+    "connect",
+    "device_resources",
+    "head_device",
+    "head_start_line",
+    "join_cluster",
+    "ray_start_line",
+    "refresh_auth",
+    "share_local",
+    "shared",
+    "start_local",
+    "unshare_local",
 ]
 
 DEVICE_SLOTS = 1000  # fractional actor slots per device: an actor takes one
-NAMESPACE = "edgewise"
 ADDRESS_ENV = "EDGEWISE_RAY_ADDRESS"
 LABEL_DILATION = "edgewise.io/time-dilation"  # set by a testbed's nodes (edgewise.testbed)
 LABEL_LATENCY = "edgewise.io/latency"  # "transport": the network does not delay packets
 Links = Literal["emulated", "latency", "network"]
 
 
-def device_resource(name: str) -> str:
-    return f"device:{name}"
+def device_resource(name: str, tag: str = "") -> str:
+    """The resource that pins work to device ``name``; ``tag`` tells apart the clusters that
+    share one emulating instance (:func:`share_local`), and is empty everywhere else."""
+    return f"device:{tag}{name}"
 
 
-def memory_resource(name: str) -> str:
-    return f"device-mem:{name}"
+def memory_resource(name: str, tag: str = "") -> str:
+    return f"device-mem:{tag}{name}"
 
 
-def device_resources(name: str, memory_mb: int) -> dict[str, int]:
+def device_resources(name: str, memory_mb: int, tag: str = "") -> dict[str, int]:
     """The custom resources a device's Ray node carries."""
-    return {device_resource(name): DEVICE_SLOTS, memory_resource(name): memory_mb}
+    return {device_resource(name, tag): DEVICE_SLOTS, memory_resource(name, tag): memory_mb}
 
 
 def _resources_flag(device: Device) -> str:
@@ -100,13 +126,16 @@ class RayRuntime:
     time_dilation: float = 1.0
     links: Links = "emulated"
     address: str | None = None
+    tag: str = ""
+    owned: bool = True
 
     def actor_options(self, device: str, memory_mb: int, name: str | None = None) -> dict[str, Any]:
         """Ray options that pin an actor to ``device`` and reserve ``memory_mb`` of it."""
         self.cluster.device(device)  # KeyError for an unknown device
         options: dict[str, Any] = {
             "num_cpus": 0,
-            "resources": {device_resource(device): 1, memory_resource(device): memory_mb},
+            "resources": {device_resource(device, self.tag): 1,
+                          memory_resource(device, self.tag): memory_mb},
             "max_restarts": 0,
             "namespace": NAMESPACE,
         }
@@ -147,10 +176,16 @@ class RayRuntime:
         return frozenset(lost)
 
     def shutdown(self) -> None:
+        """End the Ray instance this runtime started; a runtime on a shared instance
+        (:func:`share_local`) ends only the named actors it leaves behind."""
         import ray
 
-        if ray.is_initialized():
+        if not ray.is_initialized():
+            return
+        if self.owned:
             ray.shutdown()
+        else:
+            kill_named_actors()
 
 
 def _reachable(host: str, port: int, timeout_s: float) -> bool:
@@ -161,45 +196,23 @@ def _reachable(host: str, port: int, timeout_s: float) -> bool:
         return False
 
 
-WORKER_NICENESS = 0
-"""The nice level of the emulated devices' Ray workers. Ray starts workers at nice 15, so
-that they yield to its raylet and GCS on a node of their own. Here every device shares one
-host with the driver, and at nice 15 (a scheduler weight of 36 against 1024 at nice 0)
-any other process of the host took the CPU from the devices first: the manager's HTTP
-server, the driver's own threads, a neighbour on a CI runner. The manager's load
-test beside ``stress-ng --cpu 1`` (50 clients, 250 requests a second) slowed an update job
-by 1.131 and 1.124 with Ray's default, and by 1.018 and 1.022 at nice 0
-(docs/manager-api.md). A testbed's nodes keep Ray's default: each is a device of its own,
-as on real hardware."""
-
-
 def start_local(cluster: Cluster, config: EmulationConfig | None = None) -> RayRuntime:
-    """Start a local Ray instance emulating every device of ``cluster`` on this host. It is
-    always a new instance of its own (``address="local"``), whatever Ray cluster runs on
-    the machine or ``RAY_ADDRESS`` names."""
-    import ray
-
+    """Start a local Ray instance emulating every device of ``cluster`` on this host, bound
+    to loopback. It is always a new instance of its own (``address="local"``), whatever Ray
+    cluster runs on the machine or ``RAY_ADDRESS`` names; after :func:`share_local` it is
+    the process's shared instance, which carries the cluster under a tag of its own."""
     config = config or EmulationConfig()
     stretch = stretch_factors(cluster, config)
+    pool = shared()
+    tag = "" if pool is None else cluster_tag({d.name: d.memory_mb for d in cluster.devices})
     resources: dict[str, float] = {}
     for d in cluster.devices:
-        resources |= device_resources(d.name, d.memory_mb)
-    if ray.is_initialized():
-        ray.shutdown()
-    os.environ.setdefault("RAY_DEDUP_LOGS", "0")
-    ray.init(
-        address="local",
-        num_cpus=config.host_cores,
-        resources=resources,
-        object_store_memory=config.object_store_mb * 1024 * 1024,
-        include_dashboard=False,
-        namespace=NAMESPACE,
-        logging_level=logging.WARNING,
-        log_to_driver=False,
-        configure_logging=True,
-        _system_config={"worker_niceness": WORKER_NICENESS},
-    )
-    return RayRuntime(cluster, stretch, emulated=True)
+        resources |= device_resources(d.name, d.memory_mb, tag)
+    if pool is None:
+        init_local(resources, config.host_cores, config.object_store_mb)
+        return RayRuntime(cluster, stretch, emulated=True)
+    pool.ensure(resources, config.host_cores, config.object_store_mb)
+    return RayRuntime(cluster, stretch, emulated=True, tag=tag, owned=False)
 
 
 def refresh_auth(enable_if_token: bool = True) -> None:

@@ -1,0 +1,154 @@
+"""The local Ray instance that emulates devices: one per run, or one shared by many runs.
+
+By default every emulated run starts an instance of its own (``address="local"``), which
+it ends when it is done. A process that runs many emulated jobs one after another (a test
+session, a notebook) can call :func:`share_local` instead: the runs then take their own
+clusters' device resources on one instance, which starts once. Each cluster's resources
+carry a tag of their own (:func:`cluster_tag`), so two clusters that both name a device
+``nano-0`` keep separate memory accounting. A cluster the instance does not carry yet
+restarts it once, with every cluster seen so far.
+
+Ray's own test suite shares its instances the same way (its ``ray_start_regular_shared``
+fixture); starting Ray costs seconds of a 2-core machine, and a suite started it ~20 times.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+from dataclasses import dataclass, field
+
+__all__ = [
+    "LocalInstance",
+    "cluster_tag",
+    "init_local",
+    "kill_named_actors",
+    "share_local",
+    "shared",
+    "unshare_local",
+]
+
+NAMESPACE = "edgewise"
+WORKER_NICENESS = 0
+"""The nice level of the emulated devices' Ray workers. Ray starts workers at nice 15, so
+that they yield to its raylet and GCS on a node of their own. Here every device shares one
+host with the driver, and at nice 15 (a scheduler weight of 36 against 1024 at nice 0)
+any other process of the host took the CPU from the devices first: the manager's HTTP
+server, the driver's own threads, a neighbour on a CI runner. The manager's load
+test beside ``stress-ng --cpu 1`` (50 clients, 250 requests a second) slowed an update job
+by 1.131 and 1.124 with Ray's default, and by 1.018 and 1.022 at nice 0
+(docs/manager-api.md). A testbed's nodes keep Ray's default: each is a device of its own,
+as on real hardware."""
+LOOPBACK = "127.0.0.1"
+
+
+def cluster_tag(device_memory_mb: dict[str, int]) -> str:
+    """A short tag naming one cluster's devices and memories (``c1a2b3c.``)."""
+    text = ",".join(f"{k}={v}" for k, v in sorted(device_memory_mb.items()))
+    return "c" + hashlib.sha1(text.encode()).hexdigest()[:7] + "."
+
+
+def init_local(resources: dict[str, float], cores: int, object_store_mb: int) -> str:
+    """Start a new local instance carrying ``resources`` on loopback; its GCS address.
+    Never attaches to another Ray cluster of the machine (``address="local"``)."""
+    import ray
+
+    if ray.is_initialized():
+        ray.shutdown()
+    os.environ.setdefault("RAY_DEDUP_LOGS", "0")
+    ray.init(
+        address="local",
+        num_cpus=cores,
+        resources=resources,
+        object_store_memory=object_store_mb * 1024 * 1024,
+        include_dashboard=False,
+        namespace=NAMESPACE,
+        logging_level=logging.WARNING,
+        log_to_driver=False,
+        configure_logging=True,
+        _node_ip_address=LOOPBACK,
+        _system_config={"worker_niceness": WORKER_NICENESS},
+    )
+    return str(ray.get_runtime_context().gcs_address)
+
+
+def kill_named_actors() -> int:
+    """Kill every named actor of the edgewise namespace (what a finished run left behind on
+    a shared instance); how many."""
+    import ray
+
+    killed = 0
+    for name in ray.util.list_named_actors():
+        try:
+            ray.kill(ray.get_actor(name, namespace=NAMESPACE))
+            killed += 1
+        except ValueError:  # gone in the meantime
+            continue
+    return killed
+
+
+@dataclass(slots=True)
+class LocalInstance:
+    """The shared instance: every resource registered so far, and the address of the
+    instance that carries them (``None`` until started)."""
+
+    resources: dict[str, float] = field(default_factory=dict)
+    cores: int = os.cpu_count() or 1
+    object_store_mb: int = 256
+    gcs_address: str | None = None
+    starts: int = 0
+    uses: int = 0
+
+    def register(self, resources: dict[str, float], cores: int, object_store_mb: int) -> bool:
+        """Add a cluster's resources; whether the running instance lacks them."""
+        lacks = any(self.resources.get(k) != v for k, v in resources.items())
+        lacks = lacks or cores != self.cores or object_store_mb > self.object_store_mb
+        self.resources |= resources
+        self.cores = cores
+        self.object_store_mb = max(self.object_store_mb, object_store_mb)
+        return lacks
+
+    def running(self) -> bool:
+        import ray
+
+        return (self.gcs_address is not None and ray.is_initialized()
+                and ray.get_runtime_context().gcs_address == self.gcs_address)
+
+    def ensure(self, resources: dict[str, float], cores: int, object_store_mb: int) -> None:
+        """Carry ``resources`` on the shared instance, (re)starting it only when needed."""
+        self.uses += 1
+        lacks = self.register(resources, cores, object_store_mb)
+        if lacks or not self.running():
+            self.gcs_address = init_local(dict(self.resources), self.cores,
+                                          self.object_store_mb)
+            self.starts += 1
+
+
+_shared: LocalInstance | None = None
+
+
+def shared() -> LocalInstance | None:
+    """The shared instance, when :func:`share_local` is on."""
+    return _shared
+
+
+def share_local(resources: dict[str, float] | None = None) -> LocalInstance:
+    """From now on, emulated runs in this process share one local instance; ``resources``
+    (e.g. every cluster a test session uses) are carried from its first start on."""
+    global _shared
+    if _shared is None:
+        _shared = LocalInstance()
+    if resources:
+        _shared.register(resources, _shared.cores, _shared.object_store_mb)
+    return _shared
+
+
+def unshare_local() -> None:
+    """Back to one instance per run; ends the shared instance if it is running."""
+    global _shared
+    import ray
+
+    if _shared is not None and _shared.running():
+        ray.shutdown()
+    _shared = None
