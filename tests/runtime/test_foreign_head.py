@@ -22,6 +22,7 @@ import ray
 
 from edgewise.cluster.model import Cluster
 from edgewise.nn.data import digits_split
+from edgewise.runtime import local_instance
 from edgewise.runtime.engine import train
 from edgewise.runtime.plan import TrainConfig, equal_plan
 from edgewise.runtime.ray_cluster import connect
@@ -96,11 +97,13 @@ def test_emulation_starts_its_own_instance_beside_a_foreign_head(
     address, head = foreign_head
     monkeypatch.setenv("RAY_ADDRESS", address)  # as a Ray user's shell has it
     monkeypatch.delenv("EDGEWISE_RAY_ADDRESS", raising=False)
+    # a start of its own, as a command's is, not the test session's shared instance
+    monkeypatch.setattr(local_instance, "_shared", None)
     runtime = connect(small_cluster)  # no address: emulate locally
     try:
         gcs = ray.get_runtime_context().gcs_address
         assert gcs != address
-        assert runtime.emulated and len(ray.nodes()) == 1  # type: ignore[no-untyped-call]
+        assert runtime.emulated and runtime.owned and len(ray.nodes()) == 1  # type: ignore[no-untyped-call]
         ids = np.sort(digits_split()[0].ids)
         plan = equal_plan(runtime.cluster, len(ids))
         result = train(runtime, TrainConfig(epochs=1, heartbeat_s=0.5), plan)

@@ -112,6 +112,41 @@ def test_third_strike_excludes_the_device(runtime: RayRuntime, tmp_path: Path) -
     _assert_each_sample_once(result)
 
 
+class _KillServerMidEpoch:
+    """Kills the job's actor whose name starts with ``prefix`` (``ps-``, ``store-``) once
+    epoch 1 is a third done."""
+
+    def __init__(self, prefix: str) -> None:
+        self.prefix, self.killed, self._epoch = prefix, "", 0
+
+    def __call__(self, kind: str, data: dict[str, Any]) -> None:
+        if kind == "epoch_start":
+            self._epoch = data["epoch"]
+        if kind == "progress" and not self.killed and self._epoch == 1 and \
+                data["samples"] > len(TRAIN_IDS) // 3:
+            [name] = FaultInjector.actors(self.prefix)[-1:]
+            self.killed = FaultInjector().kill(name).target
+
+
+@pytest.mark.parametrize("prefix", ["ps-", "store-"])
+def test_a_killed_server_or_data_store_loses_no_sample(runtime: RayRuntime, tmp_path: Path,
+                                                       prefix: str) -> None:
+    """The parameter server killed mid-epoch: the attempt is interrupted with the server's
+    device struck, and the job resumes from the last checkpoint. The data store killed: Ray
+    restarts it (it rebuilds the same shards) and the job goes on. Either way every epoch
+    trains each sample once."""
+    hook = _KillServerMidEpoch(prefix)
+    plan = equal_plan(runtime.cluster, len(TRAIN_IDS))
+    result = train(runtime, _config(epochs=2), plan, events=hook,
+                   ledger=StrikeLedger(tmp_path / "strikes.json"))
+    assert hook.killed.startswith(prefix)
+    assert [r.epoch for r in result.epochs] == [0, 1]
+    _assert_each_sample_once(result)
+    if prefix == "ps-":
+        assert [i.device for i in result.interruptions][:1] == [plan.ps_device]
+        assert "parameter server lost" in result.interruptions[0].reason
+
+
 def test_a_job_out_of_restarts_fails_clearly(runtime: RayRuntime) -> None:
     """No restart left (``max_restarts=0``): the lost worker ends the job with RuntimeFault,
     and no worker of it is left running."""

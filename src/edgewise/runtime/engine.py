@@ -21,13 +21,21 @@ from edgewise.nn.workload import Workload, resolved, validate
 from edgewise.perf.convergence import epochs_to_target
 from edgewise.runtime.datastore import DataStore
 from edgewise.runtime.health import StrikeLedger
-from edgewise.runtime.launch import Attempt, Interrupted, await_all, launch, monitor_handle
+from edgewise.runtime.launch import (
+    Attempt,
+    Interrupted,
+    await_all,
+    launch,
+    monitor_handle,
+    ps_get,
+)
 from edgewise.runtime.plan import TrainConfig, TrainPlan, equal_plan
 from edgewise.runtime.ray_cluster import RayRuntime
 from edgewise.wire.frames import TransportError, decode
 
 __all__ = ["EpochRecord", "Interruption", "TrainResult", "latest_checkpoint", "train"]
 
+STORE_RESTARTS = 3
 Replan = Callable[[Cluster, int, TrainPlan], TrainPlan]
 Events = Callable[[str, dict[str, Any]], None]
 
@@ -133,10 +141,10 @@ class _Job:
             epoch = self.done
             self.events("epoch_start", {"epoch": epoch, "workers": attempt.plan.workers})
             t0 = time.perf_counter()
-            ray.get(attempt.ps.begin_epoch.remote(epoch, list(attempt.workers)))
+            ps_get(attempt, attempt.ps.begin_epoch.remote(epoch, list(attempt.workers)))
             futures = {w: h.run_epoch.remote(epoch) for w, h in attempt.workers.items()}
             stats = await_all(attempt, futures, self.config.heartbeat_s, self.events)
-            out = ray.get(attempt.ps.finish_epoch.remote())
+            out = ps_get(attempt, attempt.ps.finish_epoch.remote())
             wall = time.perf_counter() - t0
             ids = decode(out["applied_ids"]).arrays["ids"].copy()
             self.checkpoint = out["checkpoint"]
@@ -191,7 +199,11 @@ def train(runtime: RayRuntime, config: TrainConfig, plan: TrainPlan, *,
         job.done_before, job.checkpoint = found
         job.events("resumed", {"epoch": job.done_before})
     monitor = monitor_handle(runtime, config.heartbeat_s)
-    store = DataStore.options(**runtime.actor_options(plan.store_device, 256)).remote(  # type: ignore[attr-defined]
+    # The store rebuilds the same shards from the workload and seed, so a store that died is
+    # restarted by Ray and its calls retried, instead of failing the job.
+    options = {**runtime.actor_options(plan.store_device, 256, name=f"store-{job.job_id}"),
+               "max_restarts": STORE_RESTARTS, "max_task_retries": -1}
+    store = DataStore.options(**options).remote(  # type: ignore[attr-defined]
         workload, config.seed, config.compression, config.chunk_bytes)
     try:
         plan = _attempts(job, plan, store, monitor, replan)

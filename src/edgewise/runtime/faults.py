@@ -79,13 +79,14 @@ class FaultInjector:
                       if a["namespace"] == NAMESPACE and a["name"].startswith(prefix))
 
     def kill(self, name: str) -> InjectedFault:
-        """Kill the named actor's process (no restart)."""
+        """Kill the named actor's process, as a crash would: an actor that Ray restarts on
+        failure (the data store) is restarted, the others stay dead."""
         try:
             handle = ray.get_actor(name, namespace=NAMESPACE)
         except ValueError:
             live = ", ".join(self.actors())
             raise EdgewiseError(f"no actor named {name!r}; live: {live}") from None
-        ray.kill(handle, no_restart=True)
+        ray.kill(handle, no_restart=False)
         return self._record("kill", name)
 
     def kill_worker(self, device: str) -> InjectedFault:

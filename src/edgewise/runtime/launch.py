@@ -19,7 +19,8 @@ from edgewise.runtime.ps import ParameterServer
 from edgewise.runtime.ray_cluster import RayRuntime
 from edgewise.runtime.worker import Worker
 
-__all__ = ["Attempt", "Interrupted", "MemberSpec", "await_all", "launch", "monitor_handle",
+__all__ = ["PS_PROBE_S", "Attempt", "Interrupted", "MemberSpec", "await_all", "launch",
+           "monitor_handle", "ps_get",
            "start_ps", "start_worker"]
 
 
@@ -148,6 +149,21 @@ def _lost(run: Attempt, dead: list[tuple[str, str, str, float]]) -> list[tuple[s
             if name in members or (kind == "agent" and device in devices)]
 
 
+PS_PROBE_S = 30.0
+"""How long a worker's failure waits for the parameter server to answer before the server,
+not the worker, is taken for lost (a loaded host answers in well under a second)."""
+
+
+def ps_get(run: Attempt, ref: Any, timeout_s: float | None = None) -> Any:
+    """``ray.get`` of a parameter-server call; a server that died (or does not answer within
+    ``timeout_s``) interrupts the attempt, with the server's device to strike."""
+    try:
+        return ray.get(ref, timeout=timeout_s)
+    except RayError as exc:
+        reason = "parameter server lost: " + type(exc).__name__
+        raise Interrupted([(run.plan.ps_device, run.ps_name, reason)], time.time()) from None
+
+
 def await_all(run: Attempt, futures: dict[str, Any], heartbeat_s: float,
               events: Any) -> dict[str, Any]:
     """Results of ``futures`` (by worker device); raise Interrupted as soon as an actor dies
@@ -166,12 +182,14 @@ def await_all(run: Attempt, futures: dict[str, Any], heartbeat_s: float,
                     raise cause from None  # bad input is no fault: restarting cannot help
                 member = run.names.get(device, device)
                 reason = type(exc).__name__ + ": " + str(exc).splitlines()[0][:200]
+                # a worker fails too when the server it pushes to is gone: blame the server
+                ps_get(run, run.ps.progress.remote(), timeout_s=PS_PROBE_S)
                 raise Interrupted([(device, member, reason)], time.time()) from None
         lost = _lost(run, ray.get(run.monitor.dead.remote()))
         if lost:
             raise Interrupted(lost, time.time())
         if not done:
-            events("progress", {"samples": ray.get(run.ps.progress.remote())[1]})
+            events("progress", {"samples": ps_get(run, run.ps.progress.remote())[1]})
         else:
             events("tick", {})
     return results
