@@ -110,6 +110,19 @@ def small_cluster() -> Cluster:
 
 
 @pytest.fixture(scope="session", autouse=True)
+def _private_state(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """The commands' state (strikes, checkpoints, profiles) in a temporary folder, never the
+    user's ~/.local/state/edgewise; a test that needs its own sets it again."""
+    before = os.environ.get("EDGEWISE_STATE_DIR")
+    os.environ["EDGEWISE_STATE_DIR"] = str(tmp_path_factory.mktemp("state"))
+    yield
+    if before is None:
+        os.environ.pop("EDGEWISE_STATE_DIR", None)
+    else:
+        os.environ["EDGEWISE_STATE_DIR"] = before
+
+
+@pytest.fixture(scope="session", autouse=True)
 def _private_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     """Traced-chain cache in a temporary folder, not the user's ~/.cache."""
     before = os.environ.get("EDGEWISE_CACHE_DIR")

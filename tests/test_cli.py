@@ -263,3 +263,21 @@ def test_output_paths_are_checked_before_the_work_runs(
     result = runner.invoke(app, [*args, str(blocker / "out" / "x.png")])
     assert result.exit_code == 2, result.output
     assert "cannot create" in result.output and "Traceback" not in result.output
+
+
+@pytest.mark.ray
+@pytest.mark.slow
+def test_train_recovers_from_a_killed_worker_and_reports_each_epoch(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The happy path a README reader takes, with the fault it offers: two epochs, the
+    worker on nano-1 killed in epoch 1, the job restarted from its checkpoint."""
+    monkeypatch.setenv("EDGEWISE_STATE_DIR", str(tmp_path))
+
+    result = runner.invoke(app, ["train", str(THREE_NANOS), "--epochs", "2",
+                                 "--kill-worker", "nano-1@1"])
+
+    assert result.exit_code == 0, result.output
+    assert "2 epochs" in result.stdout and "1 interruption(s)" in result.stdout
+    assert json.loads((tmp_path / "strikes.json").read_text()) == {"nano-1": 1}
+    assert sorted(p.name for p in (tmp_path / "checkpoints").glob("*.ewt"))[-1] == \
+        "epoch-0001.ewt"

@@ -124,3 +124,22 @@ def test_real_cpu_bound_step_is_stretched_at_least_to_its_target() -> None:
 
     cpu = time.thread_time() - cpu0
     assert time.perf_counter() - wall0 >= 3.0 * cpu * 0.95
+
+
+@pytest.mark.parametrize("share", [1.0, 0.5, 0.25])
+def test_a_share_costs_the_same_device_seconds_in_more_wall_time(share: float) -> None:
+    """How a co-located retraining counts its cost (runtime/colocated.py: each step's wall
+    seconds at stretch ÷ share, times the share): a quarter of the device takes four times
+    the wall time for the same device-seconds, so profiled costs do not depend on the share
+    they were measured at (Ekya §4.3)."""
+    host = FakeHost()
+    throttle = host.throttle(1.0)
+    stretch = 3.0
+    device_s = wall_s = 0.0
+    for _ in range(5):
+        host.compute(0.02, 0.02)
+        step = throttle.pace(stretch / share)
+        wall_s += step
+        device_s += step * share
+    assert device_s == pytest.approx(5 * 0.02 * stretch)
+    assert wall_s == pytest.approx(5 * 0.02 * stretch / share)
