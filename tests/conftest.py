@@ -23,8 +23,9 @@ settings.register_profile("ci", derandomize=True, deadline=None, print_blob=True
 settings.register_profile("dev", deadline=None)
 settings.load_profile("ci" if in_ci() else "dev")
 
-# Per-test time limits (pytest-timeout): 120 s by default (pyproject.toml), more for these.
-MARKER_TIMEOUT_S = {"slow": 300, "system": 600}
+# Per-test time limits (pytest-timeout): 120 s by default (pyproject.toml), more for these
+# (a Ray test waits on emulated devices, which a loaded host slows).
+MARKER_TIMEOUT_S = {"ray": 300, "slow": 300, "system": 600}
 
 
 # Under pytest-xdist (`make test` runs two workers), tests that share something only one

@@ -19,7 +19,12 @@ from edgewise import __version__
 from edgewise.cli import app
 from edgewise.cluster.catalog import catalog
 from edgewise.cluster.schema import load_cluster
-from edgewise.runtime.ray_cluster import head_device, head_start_line, ray_start_line
+from edgewise.runtime.ray_cluster import (
+    head_device,
+    head_start_line,
+    ray_start_line,
+    shared,
+)
 
 EXAMPLES = sorted((Path(__file__).parents[1] / "examples").glob("*.yaml"))
 THREE_NANOS = Path(__file__).parents[1] / "examples" / "three-nanos.yaml"
@@ -238,10 +243,13 @@ def test_command_listings_are_one_paragraph_on_one_line() -> None:
 
 
 def test_serve_refuses_a_non_loopback_host_before_starting_anything() -> None:
+    pool, was_up = shared(), ray.is_initialized()
+    uses = pool.uses if pool is not None else 0
     result = runner.invoke(app, ["serve", "--host", "0.0.0.0", "--port", "8765"])
     assert result.exit_code == 2
     assert "--allow-remote" in result.output and "manager for cluster" not in result.output
-    assert not ray.is_initialized()  # no Ray cluster was started
+    # no Ray cluster was started or asked for (the session's shared one is left as it was)
+    assert ray.is_initialized() == was_up and (pool.uses if pool is not None else 0) == uses
 
 
 def _must_not_run(*_: object, **__: object) -> None:

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import numpy as np
+import pytest
 from PIL import Image
 from typer.testing import CliRunner
 
@@ -56,6 +57,7 @@ def test_plan_on_user_frames(tmp_path: Path) -> None:
     assert result.exit_code == 2 and "2 windows" in result.output
 
 
+@pytest.mark.ray
 def test_run_measures_accuracy_for_real() -> None:
     result = runner.invoke(app, ["run", "--streams", "1", "--windows", "1", "--window-s", "1.5",
                                  "--policy", "uniform", "--json"])

@@ -57,6 +57,23 @@ def test_async_training_accounts_every_sample_once(runtime: RayRuntime, tmp_path
     assert result.checkpoint == checkpoint and decode(checkpoint.read_bytes()).meta["epoch"] == 2
 
 
+def test_a_resumed_job_trains_only_the_epochs_after_its_checkpoint(
+        runtime: RayRuntime, tmp_path: Path) -> None:
+    """What the manager does after a restart, on the engine itself: a job stopped after
+    epoch 0 resumes from that checkpoint, and trains epochs 1 and 2 only, each sample once."""
+    plan = equal_plan(runtime.cluster, len(TRAIN_IDS))
+    first = train(runtime, _config(epochs=1), plan, checkpoint_dir=tmp_path)
+    assert [r.epoch for r in first.epochs] == [0]
+    events: list[tuple[str, dict[str, Any]]] = []
+    resumed = train(runtime, _config(epochs=3), plan, checkpoint_dir=tmp_path, resume=True,
+                    events=lambda kind, data: events.append((kind, data)))
+    assert [r.epoch for r in resumed.epochs] == [1, 2]
+    assert ("resumed", {"epoch": 1}) in events
+    _assert_each_sample_once(resumed)
+    assert sorted(p.name for p in tmp_path.glob("epoch-*.ewt")) == [
+        "epoch-0000.ewt", "epoch-0001.ewt", "epoch-0002.ewt"]
+
+
 def test_sync_training_with_unequal_shards(runtime: RayRuntime) -> None:
     plan = equal_plan(runtime.cluster, len(TRAIN_IDS))
     shards = {"nano-0": 700, "nano-1": 500, "nano-2": 237}
