@@ -18,7 +18,8 @@ from edgewise.service.app import Limits
 from edgewise.service.guards import RateLimitFilter
 
 TOKEN = "test-token-0123456789abcdef"
-LIMITS = Limits(body_timeout_s=1.0, header_timeout_s=1.0, max_connections=40)
+LIMITS = Limits(body_timeout_s=1.0, header_timeout_s=1.0, first_head_timeout_s=1.0,
+                max_connections=40, max_unproven=20, max_unproven_per_address=10)
 
 
 def _free_port() -> int:
@@ -137,6 +138,55 @@ def test_slow_clients_cannot_starve_the_server_or_flood_the_log(url: str) -> Non
         for sock in slow:
             sock.close()
     assert 0 < len(records) <= 30  # the filter's burst, not one line per bad client
+
+
+def _closed(sock: socket.socket, wait_s: float = 2.0) -> bool:
+    sock.settimeout(wait_s)
+    try:
+        return sock.recv(1) == b""
+    except (ConnectionResetError, TimeoutError):
+        return True
+
+
+def test_half_open_connections_without_the_token_leave_room_for_it(url: str) -> None:
+    """Four times the connection cap of half-open connections from this address (none sends
+    a byte) while a client with the token connects afresh for each request: every request
+    is answered, and all but the per-address cap of the crowd were closed."""
+    host, port = url.removeprefix("http://").split(":")
+    auth = {"Authorization": f"Bearer {TOKEN}"}
+    crowd: list[socket.socket] = []
+    answers = []
+    try:
+        for k in range(4 * LIMITS.max_connections):
+            crowd.append(socket.create_connection((host, int(port)), timeout=5))
+            if k % 20 == 19:
+                with httpx.Client(timeout=5) as fresh:
+                    answers.append(fresh.get(f"{url}/api/v1/health", headers=auth).status_code)
+        assert answers == [200] * (4 * LIMITS.max_connections // 20)
+        closed = sum(_closed(sock, 0.5) for sock in crowd[:-LIMITS.max_unproven_per_address])
+        assert closed == len(crowd) - LIMITS.max_unproven_per_address
+    finally:
+        for sock in crowd:
+            sock.close()
+
+
+def test_connections_that_prove_the_token_are_not_evicted(url: str) -> None:
+    """A keep-alive connection that sent the token stays open through a crowd of twice the
+    unproven cap of half-open connections, and is served again on the same socket."""
+    host, port = url.removeprefix("http://").split(":")
+    request = (f"GET /api/v1/health HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {TOKEN}"
+               "\r\n\r\n").encode()
+    with socket.create_connection((host, int(port)), timeout=5) as kept:
+        kept.sendall(request)
+        assert kept.recv(65536).startswith(b"HTTP/1.1 200")
+        crowd = [socket.create_connection((host, int(port)), timeout=5)
+                 for _ in range(2 * LIMITS.max_unproven)]
+        try:
+            kept.sendall(request)
+            assert kept.recv(65536).startswith(b"HTTP/1.1 200")
+        finally:
+            for sock in crowd:
+                sock.close()
 
 
 def test_the_rate_limit_filter_drops_a_flood_and_says_how_much() -> None:

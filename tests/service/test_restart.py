@@ -80,6 +80,6 @@ def test_kill_9_then_restart_resumes_or_interrupts_every_job(tmp_path: Path) -> 
                                                                   job["reason"], history)
             if job["state"] == "interrupted":
                 assert "cannot resume" in job["reason"] and "interrupted" in history
-        assert len(manager.get("/api/v1/jobs")) == len(KINDS)  # nothing duplicated
+        assert len(manager.get("/api/v1/jobs")["jobs"]) == len(KINDS)  # nothing duplicated
     finally:
         manager.stop()

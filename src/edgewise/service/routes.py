@@ -21,7 +21,7 @@ from edgewise.service.manager import JobManager
 __all__ = ["core_router", "job_request_model"]
 
 JobId = Annotated[str, PathParam(pattern=JOB_ID_PATTERN, description="a job id")]
-After = Annotated[int, Query(ge=0, le=2**62, description="only events with a larger id")]
+After = Annotated[int, Query(ge=0, le=2**53 - 1, description="only events with a larger id")]
 Limit = Annotated[int, Query(ge=1, le=1000, description="at most this many")]
 DeviceName = Annotated[str, Field(min_length=1, max_length=128)]
 
@@ -47,6 +47,20 @@ class FaultRequest(BaseModel):
 class Strikes(BaseModel):
     strikes: dict[str, int]
     limit: int
+
+
+class JobPage(BaseModel):
+    """One page of jobs, newest first."""
+
+    jobs: list[JobView]
+    has_more: bool = Field(description="whether older jobs follow this page")
+    next_cursor: str | None = Field(
+        description="pass as ``cursor`` for the next page; null on the last page")
+
+
+Cursor = Annotated[str | None, Query(pattern=r"^[0-9]{1,18}$", description=(
+    "where the page starts: a previous page's next_cursor (absent: with the newest job)"))]
+PageLimit = Annotated[int, Query(ge=1, le=1000, description="at most this many jobs")]
 
 
 class Example(BaseModel):
@@ -114,9 +128,14 @@ def _cluster_routes(router: APIRouter) -> None:
 def _job_routes(router: APIRouter, request_model: Any) -> None:
     @router.get("/jobs", tags=["jobs"])
     async def list_jobs(manager: Manager, kind: Annotated[str | None, Query(max_length=64)] = None,
-                  state: Annotated[str | None, Query(max_length=32)] = None) -> list[JobView]:
-        """Every job (of a kind, in a state), oldest first."""
-        return [j for j in manager.jobs(kind) if state is None or j.state == state]
+                        state: Annotated[str | None, Query(max_length=32)] = None,
+                        limit: PageLimit = 100, cursor: Cursor = None) -> JobPage:
+        """Jobs (of a kind, in a state), newest first, ``limit`` at a time: follow
+        ``next_cursor`` while ``has_more``."""
+        jobs, after = manager.jobs_page(limit, None if cursor is None else int(cursor),
+                                        kind, state)
+        return JobPage(jobs=jobs, has_more=after is not None,
+                       next_cursor=None if after is None else str(after))
 
     @router.post("/jobs", status_code=status.HTTP_201_CREATED, tags=["jobs"])
     def submit(body: request_model, manager: Manager) -> JobView:
