@@ -40,11 +40,11 @@ def _child(conn: multiprocessing.connection.Connection, memory_bytes: int, nice:
     resource.setrlimit(resource.RLIMIT_AS, (used + memory_bytes, used + memory_bytes))
     try:
         conn.send(("ok", fn(*args, **kwargs), None))
-    except EdgewiseError as exc:
-        conn.send(("user", type(exc).__name__, (str(exc), getattr(exc, "field", None))))
-    except Exception as exc:  # out of memory, or a bug (reported to the parent)
-        if _out_of_memory(exc):
+    except Exception as exc:  # out of memory, a user's error, or a bug (to the parent)
+        if _out_of_memory(exc):  # a library may word the cap's refusal as a user error
             conn.send(("memory", "", None))
+        elif isinstance(exc, EdgewiseError):
+            conn.send(("user", type(exc).__name__, (str(exc), getattr(exc, "field", None))))
         else:
             conn.send(("bug", type(exc).__name__, "".join(traceback.format_exception(exc))))
     finally:
@@ -82,6 +82,7 @@ class ProcessLimiter:
         self._admitted = threading.BoundedSemaphore(parallel + queue)
         self._lock = threading.Lock()
         self._mean_s = 1.0  # a moving mean of planning times, for Retry-After
+        self.admitted = 0  # requests running or waiting now
         self._ctx = multiprocessing.get_context("forkserver")
         self._ctx.set_forkserver_preload(["edgewise.service.limits", *preload])
 
@@ -108,6 +109,7 @@ class ProcessLimiter:
     def __call__(self, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
         if not self._admitted.acquire(blocking=False):
             raise self._busy()
+        self._count(+1)
         try:
             if not self._slots.acquire(timeout=self.seconds):
                 raise self._busy()
@@ -118,7 +120,12 @@ class ProcessLimiter:
                 self._slots.release()
                 self._observe(time.monotonic() - started)
         finally:
+            self._count(-1)
             self._admitted.release()
+
+    def _count(self, change: int) -> None:
+        with self._lock:
+            self.admitted += change
 
     def _observe(self, seconds: float) -> None:
         with self._lock:
