@@ -103,7 +103,7 @@ def test_pruning_keeps_the_newest_finished_and_every_active_job(tmp_path: Path) 
     assert {p.name for p in (tmp_path / "jobs").iterdir()} == set(ids) - set(gone)
     # a day later every finished job is past its age; the running ones stay
     later = pruner.prune(now=1100.0 + DAY_S)
-    assert sorted(later) == sorted(finished[-5:] + [finished[0]])
+    assert sorted(later) == sorted([*finished[-5:], finished[0]])
     assert {j.id for j in store.jobs()} == set(active)
 
 
