@@ -27,7 +27,7 @@ from edgewise.runtime.jobs import (
 )
 from edgewise.service.cluster import cluster_summary
 from edgewise.service.context import JobRunContext, JobTelemetry, StoredLedger
-from edgewise.service.retention import Pruner, Retention
+from edgewise.service.retention import Pruner, Retention, recover_jobs
 from edgewise.service.store import JobRow, Store
 
 if TYPE_CHECKING:
@@ -199,19 +199,7 @@ class JobManager:
         """After a restart: a job a previous manager left planning or running is resumed
         (queued again, its context ``resumed``) if its kind can resume, else marked
         ``interrupted`` with the reason; pending jobs simply wait their turn."""
-        now = time.time()
-        for row in self.store.jobs(states=["planning", "running"]):
-            kind = self.kinds.get(row.kind)
-            if kind is not None and kind.resumable and self.runtime is not None:
-                if self.store.update_job(row.id, only_from=[row.state], state="pending"):
-                    self.store.add_event(row.id, "resumed", "the manager restarted; the job "
-                                         "resumes from its last checkpoint")
-                continue
-            why = ("the manager stopped while the job was " + row.state + "; "
-                   + (f"{row.kind} jobs cannot resume" if kind else "its kind is not installed"))
-            if self.store.update_job(row.id, only_from=[row.state], state="interrupted",
-                                     reason=why, finished_at=now):
-                self.store.add_event(row.id, "interrupted", why)
+        recover_jobs(self.store, self.kinds, can_resume=self.runtime is not None)
         self.prune()
         self._kick()
 

@@ -1,20 +1,22 @@
-"""How long the manager keeps finished jobs: at most a number of them and for at most an
-age; older ones are deleted with their plans, events, metrics and work folders. Jobs that
-are pending, planning or running are never deleted."""
+"""What the manager keeps of its jobs across time: after a restart, the jobs a previous
+manager left (resumed or interrupted); and finished jobs for at most a number of them and
+an age (older ones are deleted with their plans, events, metrics and work folders). Jobs
+that are pending, planning or running are never deleted."""
 
 from __future__ import annotations
 
 import shutil
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from edgewise.errors import ConfigError
+from edgewise.runtime.jobs import JobKind
 from edgewise.service.store import Store
 
-__all__ = ["Pruner", "Retention"]
+__all__ = ["Pruner", "Retention", "recover_jobs"]
 
 DAY_S = 86_400.0
 
@@ -57,3 +59,22 @@ class Pruner:
         for job_id in ids:
             shutil.rmtree(self.state_dir / "jobs" / job_id, ignore_errors=True)
         return ids
+
+
+def recover_jobs(store: Store, kinds: Mapping[str, JobKind], *, can_resume: bool) -> None:
+    """After a restart: a job a previous manager left planning or running is resumed
+    (queued again) if its kind can resume and ``can_resume`` (a manager that runs jobs),
+    else marked ``interrupted`` with the reason; pending jobs simply wait their turn."""
+    now = time.time()
+    for row in store.jobs(states=["planning", "running"]):
+        kind = kinds.get(row.kind)
+        if kind is not None and kind.resumable and can_resume:
+            if store.update_job(row.id, only_from=[row.state], state="pending"):
+                store.add_event(row.id, "resumed", "the manager restarted; the job resumes "
+                                "from its last checkpoint")
+            continue
+        why = ("the manager stopped while the job was " + row.state + "; "
+               + (f"{row.kind} jobs cannot resume" if kind else "its kind is not installed"))
+        if store.update_job(row.id, only_from=[row.state], state="interrupted", reason=why,
+                            finished_at=now):
+            store.add_event(row.id, "interrupted", why)
