@@ -202,16 +202,21 @@ def guarded_protocol(limits: ConnectionLimits,
     malformed request with JSON. (httptools, not h11: the manager's cost per request is
     mostly parsing, and httptools parses in C: 0.47 against 0.67 ms of CPU per health
     check, measured with psutil.)"""
-    unproven = Unproven(limits.max_unproven, limits.max_unproven_per_address)
+    unproven = Unproven(limits.max_unproven, limits.max_unproven_per_address,
+                        grace_s=limits.grace_s)
 
     class GuardedHttpToolsProtocol(HttpToolsProtocol):
         _heads = 0  # request heads completed on this connection
 
         def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
             super().connection_made(transport)
-            for old in unproven.admit(self, self.client[0] if self.client else ""):
+            evicted = unproven.admit(self, self.client[0] if self.client else "",
+                                     self.loop.time())
+            for old in evicted:
                 assert isinstance(old, GuardedHttpToolsProtocol)
                 old.transport.abort()
+            if self in evicted:
+                return
             if len(self.connections) > limits.max_connections:
                 self.logger.warning("refused a connection: %d open", len(self.connections))
                 transport.abort()

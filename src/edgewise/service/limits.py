@@ -63,8 +63,10 @@ class ProcessLimiter:
     child process and returns its result, or raises PlanningLimitError (413) naming the
     limit that ``fn`` hit: ``seconds`` of wall time or ``memory_mb`` of memory beyond what
     the child starts with. At most ``parallel`` children run at once and ``queue``
-    requests wait for them (up to ``seconds``); a request that finds both full gets
-    PlanningBusyError (429) at once, with a retry delay: the mean recent planning time.
+    requests wait for them (each request ahead holds its slot for at most ``seconds``, so
+    a waiting one runs within ``seconds * queue / parallel``: it never gets a late 429); a
+    request that finds both full gets PlanningBusyError (429) at once, with a retry delay:
+    the mean recent planning time.
     Errors a user caused (EdgewiseError) pass through. Children run ``nice`` levels below
     the manager, so that its HTTP server answers cheap reads while they plan.
 
@@ -111,7 +113,8 @@ class ProcessLimiter:
             raise self._busy()
         self._count(+1)
         try:
-            if not self._slots.acquire(timeout=self.seconds):
+            # bounded: each request ahead holds a slot for at most the time limit
+            if not self._slots.acquire(timeout=self.seconds * (2 + self.queue / self.parallel)):
                 raise self._busy()
             started = time.monotonic()
             try:

@@ -10,6 +10,8 @@ the jobs of every kind (submit, list, plan, events, metrics, stop)."""
 from collections.abc import Sequence
 from typing import Annotated, Any, Literal, Union
 
+import anyio
+import anyio.to_thread
 from fastapi import APIRouter, Depends, HTTPException, Query, Request, status
 from fastapi import Path as PathParam
 from pydantic import BaseModel, ConfigDict, Field, create_model
@@ -24,6 +26,9 @@ JobId = Annotated[str, PathParam(pattern=JOB_ID_PATTERN, description="a job id")
 After = Annotated[int, Query(ge=0, le=2**53 - 1, description="only events with a larger id")]
 Limit = Annotated[int, Query(ge=1, le=1000, description="at most this many")]
 DeviceName = Annotated[str, Field(min_length=1, max_length=128)]
+CHEAP_READ_THREADS = 8
+"""Threads for reads that may wait on Ray (device metrics), apart from the 40 that
+FastAPI's sync routes share with planning requests."""
 
 
 async def get_manager(request: Request) -> JobManager:
@@ -91,6 +96,8 @@ def _found(value: Any, what: str, job_id: str) -> Any:
 
 
 def _cluster_routes(router: APIRouter) -> None:
+    cheap_reads = anyio.CapacityLimiter(CHEAP_READ_THREADS)
+
     @router.get("/health", tags=["meta"])
     async def health() -> dict[str, str]:
         """Liveness probe (authenticated like everything else)."""
@@ -102,9 +109,12 @@ def _cluster_routes(router: APIRouter) -> None:
         return manager.cluster_summary()
 
     @router.get("/devices/metrics", tags=["cluster"])
-    def device_metrics(manager: Manager) -> dict[str, dict[str, float]]:
+    async def device_metrics(manager: Manager) -> dict[str, dict[str, float]]:
         """Each device's latest metrics, with their age in seconds."""
-        return manager.device_metrics()
+        # a thread of its own pool: never behind the planning requests in the shared one
+        found: dict[str, dict[str, float]] = await anyio.to_thread.run_sync(
+            manager.device_metrics, limiter=cheap_reads)
+        return found
 
     @router.get("/strikes", tags=["cluster"])
     async def strikes(manager: Manager) -> Strikes:

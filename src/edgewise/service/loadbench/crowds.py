@@ -139,6 +139,7 @@ def planning_flood(manager: ServedManager, solves: int = 45,
                 answer.headers.get("retry-after", "")
 
     latencies: list[float] = []
+    read_statuses: dict[str, int] = {}
     with concurrent.futures.ThreadPoolExecutor(solves) as pool, \
             manager.client(timeout=30) as reader:
         reader.get("/api/v1/devices/metrics")  # the connection, before the flood
@@ -146,17 +147,19 @@ def planning_flood(manager: ServedManager, solves: int = 45,
         deadline = time.monotonic() + 600
         while not all(f.done() for f in futures) and time.monotonic() < deadline:
             tick = time.monotonic()
-            reader.get("/api/v1/devices/metrics").raise_for_status()
+            read = str(reader.get("/api/v1/devices/metrics").status_code)
             latencies.append(time.monotonic() - tick)
+            read_statuses[read] = read_statuses.get(read, 0) + 1
             time.sleep(max(0.0, every_s - (time.monotonic() - tick)))
         results = [f.result(timeout=300) for f in futures]
-    busy = [seconds for status, seconds, _ in results if status == 429]
+    busy = [seconds for code, seconds, _ in results if code == 429]
     statuses: dict[str, int] = {}
-    for status, _, _ in results:
-        statuses[str(status)] = statuses.get(str(status), 0) + 1
+    for code, _, _ in results:
+        statuses[str(code)] = statuses.get(str(code), 0) + 1
     return {"cheap_read_p99_ms": round(1e3 * float(np.percentile(latencies, 99)), 1),
             "cheap_read_p50_ms": round(1e3 * float(np.percentile(latencies, 50)), 1),
-            "cheap_reads": len(latencies), "statuses": statuses,
+            "cheap_reads": len(latencies), "cheap_read_statuses": read_statuses,
+            "statuses": statuses,
             "retry_after_given": all(r for s, _, r in results if s == 429),
             "busy_seconds_max": round(max(busy), 3) if busy else None}
 

@@ -14,12 +14,14 @@ from typing import Any
 
 import psutil
 
+from edgewise.cluster.examples import example_path
+from edgewise.errors import RuntimeFault
 from edgewise.service.loadbench.served import non_loopback_listeners, stop_tree
 
 __all__ = ["COMMANDS", "run_listeners"]
 
 COMMANDS: dict[str, tuple[str, ...]] = {
-    "train": ("train", "--epochs", "3"),
+    "train": ("train", str(example_path("three-nanos.yaml")), "--epochs", "3"),
     "bench workloads": ("bench", "workloads", "--quick", "--json"),
 }
 """The runs outside ``serve`` whose Ray is checked (``serve``'s is checked on the bench's
@@ -63,5 +65,7 @@ def run_listeners(name: str, args: tuple[str, ...], state_dir: Path,
     finally:
         stop_tree(proc, seen, grace_s=60.0, sig=signal.SIGINT)
         log.close()
-    return {"listeners": sorted(found), "ray_seen": ray_at is not None,
-            "processes": len(seen)}
+    if ray_at is None:
+        raise RuntimeFault(f"`edgewise {' '.join(args)}` ended (exit {proc.returncode}) "
+                           f"before its Ray started; its log: {log.name}")
+    return {"listeners": sorted(found), "processes": len(seen)}

@@ -3,6 +3,7 @@ measured part by part, then the runs outside ``serve`` whose Ray listeners are c
 
 from __future__ import annotations
 
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -91,6 +92,9 @@ def real(ctx: BenchContext) -> Figures:
         manager.start()
         try:
             parts = _served_parts(ctx, manager, folder)
+        except Exception:
+            print(f"the manager's log ends:\n{manager.log_tail(40)}", file=sys.stderr)
+            raise
         finally:
             manager.stop()
         ray = {"serve": {"listeners": parts.pop("serve_listeners")}}

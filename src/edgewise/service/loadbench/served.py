@@ -106,6 +106,13 @@ def _tree(pid: int) -> list[psutil.Process]:
         return []
 
 
+def _loopback(ip: str) -> bool:
+    """A loopback address, IPv4-mapped IPv6 ones (``::ffff:127.0.0.1``) included."""
+    address = ipaddress.ip_address(ip.split("%")[0])
+    mapped = getattr(address, "ipv4_mapped", None)
+    return bool(address.is_loopback or (mapped is not None and mapped.is_loopback))
+
+
 def non_loopback_listeners(pid: int) -> tuple[list[str], dict[int, psutil.Process]]:
     """``"name:address:port"`` of each listening TCP or UDP socket, on an address that is
     not loopback, of process ``pid`` and its descendants; and the processes seen."""
@@ -121,8 +128,7 @@ def non_loopback_listeners(pid: int) -> tuple[list[str], dict[int, psutil.Proces
         for conn in conns:
             listening = conn.status == psutil.CONN_LISTEN or (
                 conn.type == socket.SOCK_DGRAM and not conn.raddr)
-            if listening and conn.laddr and not ipaddress.ip_address(
-                    conn.laddr.ip.split("%")[0]).is_loopback:
+            if listening and conn.laddr and not _loopback(conn.laddr.ip):
                 found.append(f"{name}:{conn.laddr.ip}:{conn.laddr.port}")
     return found, procs
 
