@@ -15,10 +15,12 @@ import pytest
 
 from edgewise.service import JobManager, create_app, make_server
 from edgewise.service.app import Limits
+from edgewise.service.connections import Unproven
 from edgewise.service.guards import RateLimitFilter
 
 TOKEN = "test-token-0123456789abcdef"
-LIMITS = Limits(body_timeout_s=1.0, header_timeout_s=1.0, max_connections=40)
+LIMITS = Limits(body_timeout_s=1.0, header_timeout_s=1.0, first_head_timeout_s=1.0,
+                max_connections=40, max_unproven=12, max_unproven_per_address=6)
 
 
 def _free_port() -> int:
@@ -137,6 +139,71 @@ def test_slow_clients_cannot_starve_the_server_or_flood_the_log(url: str) -> Non
         for sock in slow:
             sock.close()
     assert 0 < len(records) <= 30  # the filter's burst, not one line per bad client
+
+
+def _closed(sock: socket.socket, wait_s: float = 2.0) -> bool:
+    sock.settimeout(wait_s)
+    try:
+        return sock.recv(1) == b""
+    except (ConnectionResetError, TimeoutError):
+        return True
+
+
+def test_half_open_connections_without_the_token_leave_room_for_it(url: str) -> None:
+    """Four times the connection cap of half-open connections from this address (none sends
+    a byte) while a client with the token connects afresh for each request: every request
+    is answered, and at most the ceiling of the crowd is still open."""
+    host, port = url.removeprefix("http://").split(":")
+    auth = {"Authorization": f"Bearer {TOKEN}"}
+    crowd: list[socket.socket] = []
+    answers = []
+    try:
+        for k in range(4 * LIMITS.max_connections):
+            crowd.append(socket.create_connection((host, int(port)), timeout=5))
+            if k % 20 == 19:
+                with httpx.Client(timeout=5) as fresh:
+                    answers.append(fresh.get(f"{url}/api/v1/health", headers=auth).status_code)
+        assert answers == [200] * (4 * LIMITS.max_connections // 20)
+        still_open = len(crowd) - sum(_closed(sock, 0.5) for sock in crowd)
+        assert still_open <= 2 * LIMITS.max_unproven  # the ceiling of young ones
+    finally:
+        for sock in crowd:
+            sock.close()
+
+
+def test_the_oldest_unproven_connections_make_way_once_past_their_grace() -> None:
+    crowd = Unproven(total=4, per_address=2, grace_s=1.0, ceiling=6)
+    assert crowd.admit("a1", "A", now=0.0) == [] and crowd.admit("a2", "A", now=0.1) == []
+    assert crowd.admit("a3", "A", now=0.5) == []  # a1 is within its grace: over the cap
+    assert crowd.admit("a4", "A", now=1.2) == ["a1", "a2"]  # past it: the oldest go
+    assert crowd.count("A") == 2
+    for k, at in enumerate((1.3, 1.3, 1.3, 1.3)):
+        crowd.admit(f"b{k}", "B", now=at)  # another address, young: up to the ceiling
+    assert len(crowd) == 6 and crowd.count("B") == 4
+    assert crowd.admit("c", "C", now=1.35) == ["c"]  # beyond the ceiling: refused
+    crowd.prove("b0")
+    crowd.forget("b1")
+    assert "b0" not in crowd and crowd.count("B") == 2 and len(crowd) == 4
+    assert crowd.admit("d", "D", now=2.6) == ["a3"]  # the total cap: the oldest goes
+
+
+def test_connections_that_prove_the_token_are_not_evicted(url: str) -> None:
+    """A keep-alive connection that sent the token stays open through a crowd of twice the
+    unproven cap of half-open connections, and is served again on the same socket."""
+    host, port = url.removeprefix("http://").split(":")
+    request = (f"GET /api/v1/health HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {TOKEN}"
+               "\r\n\r\n").encode()
+    with socket.create_connection((host, int(port)), timeout=5) as kept:
+        kept.sendall(request)
+        assert kept.recv(65536).startswith(b"HTTP/1.1 200")
+        crowd = [socket.create_connection((host, int(port)), timeout=5)
+                 for _ in range(2 * LIMITS.max_unproven)]
+        try:
+            kept.sendall(request)
+            assert kept.recv(65536).startswith(b"HTTP/1.1 200")
+        finally:
+            for sock in crowd:
+                sock.close()
 
 
 def test_the_rate_limit_filter_drops_a_flood_and_says_how_much() -> None:

@@ -4,16 +4,18 @@ cap on parallel plannings; the API answers 413 naming the limit."""
 from __future__ import annotations
 
 import itertools
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
+import psutil
 import pytest
 from fastapi.testclient import TestClient
 
 from edgewise.errors import ConfigError, InfeasibleError
-from edgewise.runtime.jobs import PlanningLimitError
+from edgewise.runtime.jobs import PlanningBusyError, PlanningLimitError
 from edgewise.service import JobManager, create_app
 from edgewise.service.limits import ProcessLimiter
 
@@ -119,3 +121,73 @@ def test_a_planning_request_runs_in_a_child_and_answers(client: TestClient) -> N
     assert covered[0][0] == 0 and covered[-1][1] == 9
     assert all(a[1] == b[0] for a, b in itertools.pairwise(covered))
     assert all(s["memory_bytes"] <= 0.15e6 for s in plan["stages"])
+
+
+def _wait_admitted(limiter: ProcessLimiter, count: int) -> None:
+    for _ in range(6000):  # bounded: at most a minute
+        if limiter.admitted == count:
+            return
+        time.sleep(0.01)
+    raise AssertionError(f"{limiter.admitted} requests admitted, not {count}")
+
+
+def test_a_full_pool_and_queue_answer_429_with_retry_after(backend: JobManager) -> None:
+    """One planning slot and one queue place, both taken: a planning request gets 429 with
+    Retry-After while they are still busy; the two taken ones still finish."""
+    limiter = ProcessLimiter(seconds=60.0, memory_mb=512, parallel=1, queue=1,
+                             preload=[__name__, *PRELOAD])
+    done: list[int] = []
+    busy = [threading.Thread(target=lambda: done.append(limiter(_spin, 1.5)))
+            for _ in range(2)]
+    for thread in busy:
+        thread.start()
+    _wait_admitted(limiter, 2)
+    with pytest.raises(PlanningBusyError) as raised:
+        limiter(_square, 3)
+    assert raised.value.retry_after_s >= 1
+    app = create_app(backend, TOKEN, limiter=limiter)
+    with TestClient(app, headers={"Authorization": f"Bearer {TOKEN}"}) as client:
+        answer = client.post("/api/v1/pipeline/plan",
+                             json={"model": "digits-cnn", "memory_mb": 0.15})
+        still_busy = limiter.admitted == 2
+    assert answer.status_code == 429, answer.text
+    assert still_busy and int(answer.headers["Retry-After"]) >= 1
+    assert "1 planning requests are running and 1 waiting" in answer.json()["detail"]
+    for thread in busy:
+        thread.join(timeout=120)
+    assert done == [0, 0] and limiter.admitted == 0
+    assert limiter(_square, 4) == 16  # free again
+
+
+BIG_VIT = {"model": "hf:ViTConfig", "model_args": {
+    "hidden_size": 1024, "num_hidden_layers": 24, "num_attention_heads": 16,
+    "intermediate_size": 4096, "image_size": 8, "patch_size": 4, "num_channels": 1}}
+"""About 300 M parameters: 1.2 GB of weights alone, more than the test's 1 GB limit."""
+SMALL_VIT = {"model": "hf:ViTConfig", "model_args": {
+    "hidden_size": 32, "num_hidden_layers": 1, "num_attention_heads": 2,
+    "intermediate_size": 64, "image_size": 8, "patch_size": 4, "num_channels": 1}}
+RSS_MARGIN_MB = 50
+
+
+def test_a_too_big_workload_is_413_and_the_manager_does_not_grow(backend: JobManager) -> None:
+    """A job's workload is dry-run in the planning child: a model over the memory limit is
+    a 413 naming it, and this process (the manager's) does not grow; a small one passes
+    through the same child."""
+    limiter = ProcessLimiter(seconds=300.0, memory_mb=1024, preload=[
+        *PRELOAD, "transformers.modeling_utils", "transformers.models.auto.modeling_auto"])
+    manager = JobManager(backend.store, backend.kinds, backend.cluster,
+                         state_dir=backend.state_dir, limiter=limiter)
+    app = create_app(manager, TOKEN, limiter=limiter)
+    with TestClient(app, headers={"Authorization": f"Bearer {TOKEN}"}) as client:
+        small = client.post("/api/v1/jobs", json={"kind": "update",
+                                                  "spec": {"workload": SMALL_VIT}})
+        assert small.status_code == 201, small.text
+        before = psutil.Process().memory_info().rss
+        big = client.post("/api/v1/jobs", json={"kind": "update",
+                                                "spec": {"workload": BIG_VIT}})
+        grown_mb = (psutil.Process().memory_info().rss - before) / 2**20
+        listed = client.get("/api/v1/jobs").json()["jobs"]
+    assert big.status_code == 413, big.text
+    assert "more than 1024 MB (the limit)" in big.json()["detail"]
+    assert grown_mb < RSS_MARGIN_MB, grown_mb
+    assert [j["id"] for j in listed] == [small.json()["id"]]  # the refused one is not kept

@@ -33,6 +33,7 @@ BENCHES: dict[str, str] = {
     "srole": "edgewise.modelparallel.bench:SPEC",
     "testbed": "edgewise.suites.testbed:SPEC",
     "workloads": "edgewise.suites.workloads:SPEC",
+    "manager": "edgewise.service.loadbench:SPEC",
 }
 """Benchmark name → its spec (``"module:NAME"``)."""
 
@@ -47,6 +48,9 @@ LISTING: dict[str, str] = {
     "srole": "SROLE §V: job completion time, collisions and shield overhead of the methods.",
     "testbed": "The kernel-enforced testbed (root): links, CPU quotas, Deep-Edge, SEIFER and "
                "parameter-server runs and node faults on it.",
+    "manager": "The manager under hostile load: bad input, half-open crowds, a planning "
+               "flood, a too-big workload, the jobs list, Ray's listeners, a job under 50 "
+               "clients.",
     "workloads": "Your own model and data: MobileNetV2 through a Deep-Edge plan, engine "
                  "overhead, pipelined outputs, bad workloads refused.",
 }

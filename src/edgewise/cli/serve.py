@@ -34,6 +34,11 @@ def serve(
         0, min=0, max=19, help="how much lower than the jobs' the CPU priority of the API "
                                "is (nice levels; 0: the same); higher: the jobs first, "
                                "slower answers (docs/manager-api.md)"),
+    keep_jobs: int = typer.Option(
+        1000, min=0, max=10_000_000, help="finished jobs kept; older ones are pruned (never "
+                                          "an active one)"),
+    keep_days: float = typer.Option(30.0, min=0.001, max=36_500.0,
+                                    help="days a finished job is kept at most"),
     data_dir: Path | None = typer.Option(
         None, help="the folder whose images, npz and safetensors files update jobs' "
                    "workloads may name (relative paths); default: <state dir>/data"),
@@ -43,6 +48,7 @@ def serve(
     (a built-in or hf: model) on files in the data folder (--data-dir)."""
     from edgewise.cluster.schema import load_cluster
     from edgewise.service.app import check_bind
+    from edgewise.service.retention import Retention
     from edgewise.service.server import ManagerConfig, loopback_ray, run_manager
 
     check_bind(host, port, allow_remote)
@@ -56,4 +62,5 @@ def serve(
     run_manager(ManagerConfig(cluster=spec, state_dir=state, db_path=db, host=host, port=port,
                               allow_remote=allow_remote, address=address,
                               heartbeat_s=heartbeat, max_running=max_running,
-                              planning_seconds=planning_seconds, api_nice=api_nice))
+                              planning_seconds=planning_seconds, api_nice=api_nice,
+                              retention=Retention(keep_jobs, keep_days)))

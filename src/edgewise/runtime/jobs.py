@@ -23,8 +23,8 @@ if TYPE_CHECKING:
 __all__ = [
     "ACTIVE_STATES", "FINAL_STATES", "HISTOGRAM_METRICS", "JOB_ID_PATTERN", "ApiContext",
     "BatchSize", "DeviceName", "JobBackend", "JobContext", "JobEvent", "JobKind", "JobState",
-    "JobStopped", "JobView", "Limiter", "LiveJobs", "Planned", "PlanningLimitError",
-    "ProblemApi", "ShardSize", "get_backend", "run_inline",
+    "JobStopped", "JobView", "Limiter", "LiveJobs", "Planned", "PlanningBusyError",
+    "PlanningLimitError", "ProblemApi", "ShardSize", "get_backend", "no_check", "run_inline",
 ]  # fmt: skip
 
 JOB_ID_PATTERN = r"^[A-Za-z0-9_-]{1,64}$"
@@ -57,6 +57,20 @@ class JobStopped(Exception):
 class PlanningLimitError(EdgewiseError):
     """A request whose planning would exceed a limit (time, memory, problem size): the
     manager answers 413 with this message, which names the limit."""
+
+
+class PlanningBusyError(EdgewiseError):
+    """Every planning slot and every place in the queue before them is taken: the manager
+    answers 429 at once, with ``Retry-After: retry_after_s``."""
+
+    def __init__(self, problem: str, retry_after_s: int) -> None:
+        super().__init__(problem)
+        self.retry_after_s = retry_after_s
+
+
+def no_check(spec: Any, cluster: Cluster) -> None:
+    """A kind's ``check`` that finds nothing wrong (a module-level function, so that the
+    manager can run a kind's check in its planning child)."""
 
 
 class JobContext(Protocol):
@@ -149,7 +163,7 @@ class JobKind:
     example: Callable[[Cluster], dict[str, Any]]
     plan: Callable[[Any, JobContext], Planned]
     execute: Callable[[Any, Planned, JobContext], Mapping[str, Any]]
-    check: Callable[[Any, Cluster], None] = lambda spec, cluster: None
+    check: Callable[[Any, Cluster], None] = no_check
     resumable: bool = False
     description: str = ""
 

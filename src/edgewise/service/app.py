@@ -9,6 +9,7 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import uvicorn
 from fastapi import APIRouter, Depends, FastAPI, Request
@@ -21,14 +22,17 @@ from starlette.concurrency import run_in_threadpool
 from edgewise.errors import ConfigError
 from edgewise.runtime.jobs import ApiContext, Limiter, ProblemApi, run_inline
 from edgewise.service.auth import bearer_dependency
+from edgewise.service.connections import ConnectionLimits
 from edgewise.service.dashboard import PUBLIC_PATHS, PUBLIC_PREFIX, add_dashboard
 from edgewise.service.errors import ERROR_RESPONSES, add_error_handlers, index_routes
 from edgewise.service.guards import (
     DEFAULT_MAX_BODY_BYTES,
     BodyGuard,
+    ConcurrencyGuard,
     RateLimitFilter,
     TokenGate,
     guarded_protocol,
+    token_check,
 )
 from edgewise.service.manager import JobManager
 from edgewise.service.routes import core_router
@@ -47,9 +51,18 @@ class Limits:
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
     body_timeout_s: float = 10.0
     header_timeout_s: float = 10.0
+    first_head_timeout_s: float = 5.0
     keep_alive_s: float = 5.0
     max_connections: int = 512
+    max_unproven: int = 128
+    max_unproven_per_address: int = 32
     max_concurrency: int = 256
+
+    def connections(self) -> ConnectionLimits:
+        """The limits the HTTP protocol applies to connections."""
+        return ConnectionLimits(self.max_connections, self.max_unproven,
+                                self.max_unproven_per_address, self.first_head_timeout_s,
+                                self.header_timeout_s)
 
 
 def _add_meta_routes(app: FastAPI, telemetry: Telemetry) -> None:
@@ -57,7 +70,7 @@ def _add_meta_routes(app: FastAPI, telemetry: Telemetry) -> None:
 
     @app.get("/openapi.json", include_in_schema=False)
     def openapi() -> JSONResponse:
-        return JSONResponse(app.openapi())
+        return JSONResponse(exact_integers(app.openapi()))
 
     @app.get("/docs", include_in_schema=False)
     def docs() -> HTMLResponse:
@@ -69,6 +82,30 @@ def _add_meta_routes(app: FastAPI, telemetry: Telemetry) -> None:
         return Response(body, media_type=CONTENT_TYPE)
 
     app.add_route(METRICS_PATH, metrics, methods=["GET"], include_in_schema=False)
+
+
+BOUNDS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum")
+
+
+def exact_integers(doc: Any, where: str = "") -> Any:
+    """``doc`` (an OpenAPI document) with the bounds of integer schemas as JSON integers:
+    FastAPI's OpenAPI model holds every bound as a float, so that ``le=2**31 - 1`` was
+    published as ``2147483647.0`` and ``2**63 - 1`` as ``9.223372036854776e+18``, which is
+    2**63 and so admits a seed the server refuses. A bound that a double cannot hold
+    exactly (beyond 2**53) is a ValueError naming where it is: such a bound must change."""
+    if isinstance(doc, list):
+        return [exact_integers(v, f"{where}[{k}]") for k, v in enumerate(doc)]
+    if not isinstance(doc, dict):
+        return doc
+    out = {k: exact_integers(v, f"{where}/{k}") for k, v in doc.items()}
+    if out.get("type") == "integer":
+        for key in BOUNDS:
+            value = out.get(key)
+            if isinstance(value, float):
+                if not value.is_integer() or abs(value) > 2**53:
+                    raise ValueError(f"{where}/{key}: {value!r} is not an exact integer bound")
+                out[key] = int(value)
+    return out
 
 
 def _query_names(dependant: Dependant) -> set[str]:
@@ -133,6 +170,8 @@ def create_app(
     index_routes(app, [(API_PREFIX, r) for r in included])
     app.add_middleware(BodyGuard, max_bytes=limits.max_body_bytes,
                        timeout_s=limits.body_timeout_s)
+    app.add_middleware(ConcurrencyGuard, limit=limits.max_concurrency)
+    app.state.carries_token = token_check(token, scrape_token)
     app.add_middleware(TokenGate, token=token, scrape_token=scrape_token,
                        public=PUBLIC_PATHS, public_prefixes=(PUBLIC_PREFIX,),
                        scrape_paths=(METRICS_PATH,))
@@ -162,15 +201,17 @@ def check_bind(host: str, port: int, allow_remote: bool) -> None:
 def make_server(app: FastAPI, *, host: str = "127.0.0.1", port: int = 8765,
                 allow_remote: bool = False, limits: Limits = Limits(),
                 log_level: str = "info") -> uvicorn.Server:
-    """A uvicorn server for ``app`` with header and body deadlines, a connection cap, a
-    concurrency limit (503 beyond it) and rate-limited logs; ConfigError for a host it
-    must not bind."""
+    """A uvicorn server for ``app`` with header and body deadlines, a connection cap with
+    room kept for connections that carry the token, and rate-limited logs (the app of
+    :func:`create_app` adds the concurrency limit, 503 beyond it); ConfigError for a host
+    it must not bind."""
     check_bind(host, port, allow_remote)
+    proves = getattr(app.state, "carries_token", lambda headers: False)
     config = uvicorn.Config(
         app, host=host, port=port, server_header=False, proxy_headers=False,
         log_level=log_level, timeout_keep_alive=int(max(1, limits.keep_alive_s)),
-        limit_concurrency=limits.max_concurrency, backlog=256, loop="auto",
-        http=guarded_protocol(limits.header_timeout_s, limits.max_connections),  # type: ignore[arg-type]
+        backlog=1024, loop="auto",
+        http=guarded_protocol(limits.connections(), proves),  # type: ignore[arg-type]
     )
     for name in ("uvicorn.error", "uvicorn.access"):
         logging.getLogger(name).addFilter(RateLimitFilter())

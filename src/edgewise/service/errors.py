@@ -17,7 +17,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Route, compile_path
 
 from edgewise.errors import EdgewiseError
-from edgewise.runtime.jobs import PlanningLimitError
+from edgewise.runtime.jobs import PlanningBusyError, PlanningLimitError
 
 __all__ = ["ERROR_RESPONSES", "ErrorMessage", "ValidationProblem", "ValidationProblems",
            "add_error_handlers", "clean_text", "index_routes"]
@@ -54,6 +54,9 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
     409: {"model": ErrorMessage, "description": "conflicts with the resource's state"},
     413: {"model": ErrorMessage, "description": "body or problem larger than a limit"},
     422: {"model": ValidationProblems, "description": "invalid request"},
+    429: {"model": ErrorMessage, "description": "every planning slot and queue place is "
+          "taken; try again after Retry-After seconds"},
+    503: {"model": ErrorMessage, "description": "more requests at once than the server runs"},
 }
 """Declared on every route: what any of them may answer besides success."""
 
@@ -82,7 +85,11 @@ async def _validation_error(request: Request, exc: Exception) -> JSONResponse:
 
 
 async def _edgewise_error(request: Request, exc: Exception) -> JSONResponse:
-    """A user-caused error: 413 for a planning limit, else 422 naming the field."""
+    """A user-caused error: 413 for a planning limit, 429 (with Retry-After) when planning
+    is full, else 422 naming the field."""
+    if isinstance(exc, PlanningBusyError):
+        return JSONResponse({"detail": clean_text(exc)}, status_code=429,
+                            headers={"Retry-After": str(exc.retry_after_s)})
     if isinstance(exc, PlanningLimitError):
         return JSONResponse({"detail": clean_text(exc)}, status_code=413)
     field = getattr(exc, "field", None)

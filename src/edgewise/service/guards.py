@@ -15,8 +15,10 @@ from typing import Any
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
-__all__ = ["DEFAULT_MAX_BODY_BYTES", "BodyGuard", "RateLimitFilter", "TokenGate",
-           "guarded_protocol", "reject"]
+from edgewise.service.connections import ConnectionLimits, Unproven
+
+__all__ = ["DEFAULT_MAX_BODY_BYTES", "BodyGuard", "ConcurrencyGuard", "RateLimitFilter",
+           "TokenGate", "guarded_protocol", "reject"]
 
 DEFAULT_MAX_BODY_BYTES = 64 * 1024
 UNAUTHORIZED = "missing or invalid bearer token"
@@ -41,6 +43,19 @@ def _bearer(scope: Scope) -> bytes:
             scheme, _, credentials = value.partition(b" ")
             return credentials if scheme.lower() == b"bearer" else b""
     return b""
+
+
+def token_check(token: str, scrape_token: str | None = None,
+                ) -> Callable[[list[tuple[bytes, bytes]]], bool]:
+    """Whether request headers carry ``token`` (or ``scrape_token``) as a bearer token:
+    what makes a connection count as authenticated (constant-time comparisons)."""
+    wanted = [t.encode() for t in (token, scrape_token) if t]
+
+    def carries(headers: list[tuple[bytes, bytes]]) -> bool:
+        given = _bearer({"headers": headers})
+        return any([secrets.compare_digest(given, w) for w in wanted])
+
+    return carries
 
 
 class TokenGate:
@@ -128,6 +143,28 @@ class BodyGuard:
                 return b"".join(chunks)
 
 
+class ConcurrencyGuard:
+    """Pure ASGI middleware: 503 for a request beyond ``limit`` running at once. (uvicorn's
+    own ``limit_concurrency`` also counts open connections, so that a crowd of idle or
+    half-open connections made every request a 503.)"""
+
+    def __init__(self, app: ASGIApp, limit: int) -> None:
+        self.app, self.limit, self.running = app, limit, 0
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        if self.running >= self.limit:
+            await reject(send, 503, f"more than {self.limit} requests at once; try again")
+            return
+        self.running += 1
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            self.running -= 1
+
+
 def _content_length(scope: Scope) -> int | None:
     """The declared body length, 0 if absent, None if malformed."""
     for name, value in scope["headers"]:
@@ -151,38 +188,62 @@ def _replay(body: bytes, receive: Receive) -> Receive:
     return replay
 
 
-def guarded_protocol(header_timeout_s: float, max_connections: int) -> Callable[..., Any]:
-    """An httptools protocol class for uvicorn (``Config(http=...)``) that closes a
-    connection whose request head is not complete within ``header_timeout_s``, refuses
-    connections beyond ``max_connections``, and answers a malformed request with JSON.
-    (httptools, not h11: the manager's cost per request is mostly parsing, and httptools
-    parses in C: 0.47 against 0.67 ms of CPU per health check, measured with psutil.)"""
+Headers = list[tuple[bytes, bytes]]
+
+
+def guarded_protocol(limits: ConnectionLimits,
+                     proves: Callable[[Headers], bool] = lambda headers: False,
+                     ) -> Callable[..., Any]:
+    """An httptools protocol class for uvicorn (``Config(http=...)``) that refuses
+    connections beyond ``limits.max_connections``; keeps those that have not yet sent a
+    request head that ``proves`` the token within the unproven caps (evicting the oldest;
+    see ``connections``); closes a connection whose first request head is not complete
+    within ``first_head_timeout_s`` (a later one: ``header_timeout_s``); and answers a
+    malformed request with JSON. (httptools, not h11: the manager's cost per request is
+    mostly parsing, and httptools parses in C: 0.47 against 0.67 ms of CPU per health
+    check, measured with psutil.)"""
+    unproven = Unproven(limits.max_unproven, limits.max_unproven_per_address,
+                        grace_s=limits.grace_s)
 
     class GuardedHttpToolsProtocol(HttpToolsProtocol):
         _heads = 0  # request heads completed on this connection
 
         def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
             super().connection_made(transport)
-            if len(self.connections) > max_connections:
+            evicted = unproven.admit(self, self.client[0] if self.client else "",
+                                     self.loop.time())
+            for old in evicted:
+                assert isinstance(old, GuardedHttpToolsProtocol)
+                old.transport.abort()
+            if self in evicted:
+                return
+            if len(self.connections) > limits.max_connections:
                 self.logger.warning("refused a connection: %d open", len(self.connections))
                 transport.abort()
                 return
             self._arm_head_deadline()
 
-        def _arm_head_deadline(self) -> None:
-            self.loop.call_later(header_timeout_s, self._head_overdue, self._heads)
+        def connection_lost(self, exc: Exception | None) -> None:
+            unproven.forget(self)
+            super().connection_lost(exc)
 
-        def _head_overdue(self, heads_then: int) -> None:
+        def _arm_head_deadline(self) -> None:
+            seconds = limits.header_timeout_s if self._heads else limits.first_head_timeout_s
+            self.loop.call_later(seconds, self._head_overdue, self._heads, seconds)
+
+        def _head_overdue(self, heads_then: int, seconds: float) -> None:
             if self._heads != heads_then or self.transport.is_closing():
                 return  # a head came in since (its body deadline is BodyGuard's)
             if self.cycle is not None and not self.cycle.response_complete:
                 return  # a request is being answered
             self.logger.warning("closed a connection that sent no complete request head "
-                                "within %g s", header_timeout_s)
+                                "within %g s", seconds)
             self.transport.close()
 
         def on_headers_complete(self) -> None:
             self._heads += 1
+            if self in unproven and proves(self.headers):
+                unproven.prove(self)
             super().on_headers_complete()
 
         def on_response_complete(self) -> None:

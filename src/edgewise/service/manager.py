@@ -20,11 +20,14 @@ from edgewise.runtime.jobs import (
     JobKind,
     JobStopped,
     JobView,
+    Limiter,
     LiveJobs,
     Planned,
+    run_inline,
 )
 from edgewise.service.cluster import cluster_summary
 from edgewise.service.context import JobRunContext, JobTelemetry, StoredLedger
+from edgewise.service.retention import Pruner, Retention, recover_jobs
 from edgewise.service.store import JobRow, Store
 
 if TYPE_CHECKING:
@@ -67,16 +70,21 @@ class JobManager:
     ``pending → planning → running → succeeded | failed | stopped``. Without a
     ``runtime`` (a dry run, for tests) jobs are checked and stored but never run.
     On start, :meth:`recover` finds the jobs a previous manager left unfinished.
+    A submitted spec is checked through ``limiter`` (the planning limits: a workload's
+    dry run runs in a capped child, not in the manager); finished jobs are pruned as
+    ``retention`` says.
     """
 
     def __init__(self, store: Store, kinds: Mapping[str, JobKind], cluster: Cluster, *,
                  state_dir: Path, runtime: RayRuntime | None = None,
-                 devices: DeviceServices | None = None, max_running: int = 2) -> None:
+                 devices: DeviceServices | None = None, max_running: int = 2,
+                 limiter: Limiter = run_inline, retention: Retention | None = None) -> None:
         if max_running < 1:
             raise ConfigError("must be >= 1", field="max_running")
         self.store, self.kinds, self.cluster = store, dict(kinds), cluster
         self.runtime, self.devices, self.state_dir = runtime, devices, state_dir
-        self.max_running = max_running
+        self.max_running, self.limiter = max_running, limiter
+        self.pruner = Pruner(store, state_dir, retention or Retention())
         self.ledger = StoredLedger(store)
         self.live = LiveJobs()
         self.telemetry = JobTelemetry()
@@ -110,7 +118,7 @@ class JobManager:
             parsed = found.spec.model_validate(spec)
         except ValidationError as exc:
             raise config_error(exc, "spec") from None
-        found.check(parsed, self.cluster)
+        self.limiter(found.check, parsed, self.cluster)
         with self._lock:
             if self._closed:
                 raise ConfigError("the manager is shutting down")
@@ -125,6 +133,20 @@ class JobManager:
 
     def jobs(self, kind: str | None = None) -> list[JobView]:
         return [view(r) for r in self.store.jobs(kind)]
+
+    def jobs_page(self, limit: int, before: int | None = None, kind: str | None = None,
+                  state: str | None = None) -> tuple[list[JobView], int | None]:
+        """Up to ``limit`` jobs, newest first, older than the job numbered ``before``; and
+        the number at which the next page starts (None: no more)."""
+        rows, after = self.store.jobs_page(limit=limit, before=before, kind=kind, state=state)
+        return [view(r) for r in rows], after
+
+    def prune(self) -> list[str]:
+        """Delete the finished jobs that the retention no longer keeps (never an active
+        one); the ids deleted."""
+        with self._lock:
+            busy = list(self._running)
+        return self.pruner.prune(busy)
 
     def stop(self, job_id: str) -> JobView | None:
         """Stop a job: a pending one at once, a running one at its next check (waiting up
@@ -177,19 +199,8 @@ class JobManager:
         """After a restart: a job a previous manager left planning or running is resumed
         (queued again, its context ``resumed``) if its kind can resume, else marked
         ``interrupted`` with the reason; pending jobs simply wait their turn."""
-        now = time.time()
-        for row in self.store.jobs(states=["planning", "running"]):
-            kind = self.kinds.get(row.kind)
-            if kind is not None and kind.resumable and self.runtime is not None:
-                if self.store.update_job(row.id, only_from=[row.state], state="pending"):
-                    self.store.add_event(row.id, "resumed", "the manager restarted; the job "
-                                         "resumes from its last checkpoint")
-                continue
-            why = ("the manager stopped while the job was " + row.state + "; "
-                   + (f"{row.kind} jobs cannot resume" if kind else "its kind is not installed"))
-            if self.store.update_job(row.id, only_from=[row.state], state="interrupted",
-                                     reason=why, finished_at=now):
-                self.store.add_event(row.id, "interrupted", why)
+        recover_jobs(self.store, self.kinds, can_resume=self.runtime is not None)
+        self.prune()
         self._kick()
 
     def close(self, reason: str = "the manager shut down") -> None:
@@ -225,9 +236,12 @@ class JobManager:
 
     def _starter(self) -> None:
         """Start pending jobs, oldest first, while fewer than ``max_running`` run, each
-        time :meth:`_kick` asks, until the manager closes."""
+        time :meth:`_kick` asks, until the manager closes; prune finished jobs at the
+        retention's period."""
         while True:
-            self._wake.wait()
+            if not self._wake.wait(self.pruner.retention.every_s):
+                self._prune_quietly()
+                continue
             self._wake.clear()
             if not self._start_pending():
                 return
@@ -266,7 +280,14 @@ class JobManager:
             self.live.put(row.id, None)
             with self._lock:
                 self._running.pop(row.id, None)
+            self._prune_quietly()
             self._kick()
+
+    def _prune_quietly(self) -> None:
+        try:
+            self.prune()
+        except Exception:  # pruning must never end the starter or a job's thread
+            _log.exception("pruning finished jobs failed")
 
     def _lifecycle(self, row: JobRow, ctx: JobRunContext) -> None:
         kind, store = self.kinds[row.kind], self.store

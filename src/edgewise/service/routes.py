@@ -10,6 +10,8 @@ the jobs of every kind (submit, list, plan, events, metrics, stop)."""
 from collections.abc import Sequence
 from typing import Annotated, Any, Literal, Union
 
+import anyio
+import anyio.to_thread
 from fastapi import APIRouter, Depends, HTTPException, Query, Request, status
 from fastapi import Path as PathParam
 from pydantic import BaseModel, ConfigDict, Field, create_model
@@ -21,9 +23,12 @@ from edgewise.service.manager import JobManager
 __all__ = ["core_router", "job_request_model"]
 
 JobId = Annotated[str, PathParam(pattern=JOB_ID_PATTERN, description="a job id")]
-After = Annotated[int, Query(ge=0, le=2**62, description="only events with a larger id")]
+After = Annotated[int, Query(ge=0, le=2**53 - 1, description="only events with a larger id")]
 Limit = Annotated[int, Query(ge=1, le=1000, description="at most this many")]
 DeviceName = Annotated[str, Field(min_length=1, max_length=128)]
+CHEAP_READ_THREADS = 8
+"""Threads for reads that may wait on Ray (device metrics), apart from the 40 that
+FastAPI's sync routes share with planning requests."""
 
 
 async def get_manager(request: Request) -> JobManager:
@@ -47,6 +52,20 @@ class FaultRequest(BaseModel):
 class Strikes(BaseModel):
     strikes: dict[str, int]
     limit: int
+
+
+class JobPage(BaseModel):
+    """One page of jobs, newest first."""
+
+    jobs: list[JobView]
+    has_more: bool = Field(description="whether older jobs follow this page")
+    next_cursor: str | None = Field(
+        description="pass as ``cursor`` for the next page; null on the last page")
+
+
+Cursor = Annotated[str | None, Query(pattern=r"^[0-9]{1,18}$", description=(
+    "where the page starts: a previous page's next_cursor (absent: with the newest job)"))]
+PageLimit = Annotated[int, Query(ge=1, le=1000, description="at most this many jobs")]
 
 
 class Example(BaseModel):
@@ -77,6 +96,8 @@ def _found(value: Any, what: str, job_id: str) -> Any:
 
 
 def _cluster_routes(router: APIRouter) -> None:
+    cheap_reads = anyio.CapacityLimiter(CHEAP_READ_THREADS)
+
     @router.get("/health", tags=["meta"])
     async def health() -> dict[str, str]:
         """Liveness probe (authenticated like everything else)."""
@@ -88,9 +109,12 @@ def _cluster_routes(router: APIRouter) -> None:
         return manager.cluster_summary()
 
     @router.get("/devices/metrics", tags=["cluster"])
-    def device_metrics(manager: Manager) -> dict[str, dict[str, float]]:
+    async def device_metrics(manager: Manager) -> dict[str, dict[str, float]]:
         """Each device's latest metrics, with their age in seconds."""
-        return manager.device_metrics()
+        # a thread of its own pool: never behind the planning requests in the shared one
+        found: dict[str, dict[str, float]] = await anyio.to_thread.run_sync(
+            manager.device_metrics, limiter=cheap_reads)
+        return found
 
     @router.get("/strikes", tags=["cluster"])
     async def strikes(manager: Manager) -> Strikes:
@@ -114,9 +138,14 @@ def _cluster_routes(router: APIRouter) -> None:
 def _job_routes(router: APIRouter, request_model: Any) -> None:
     @router.get("/jobs", tags=["jobs"])
     async def list_jobs(manager: Manager, kind: Annotated[str | None, Query(max_length=64)] = None,
-                  state: Annotated[str | None, Query(max_length=32)] = None) -> list[JobView]:
-        """Every job (of a kind, in a state), oldest first."""
-        return [j for j in manager.jobs(kind) if state is None or j.state == state]
+                        state: Annotated[str | None, Query(max_length=32)] = None,
+                        limit: PageLimit = 100, cursor: Cursor = None) -> JobPage:
+        """Jobs (of a kind, in a state), newest first, ``limit`` at a time: follow
+        ``next_cursor`` while ``has_more``."""
+        jobs, after = manager.jobs_page(limit, None if cursor is None else int(cursor),
+                                        kind, state)
+        return JobPage(jobs=jobs, has_more=after is not None,
+                       next_cursor=None if after is None else str(after))
 
     @router.post("/jobs", status_code=status.HTTP_201_CREATED, tags=["jobs"])
     def submit(body: request_model, manager: Manager) -> JobView:

@@ -19,6 +19,7 @@ from edgewise.service.limits import ProcessLimiter
 from edgewise.service.manager import JobManager
 from edgewise.service.problems import discover_problems, job_kinds
 from edgewise.service.reaper import start_reaper
+from edgewise.service.retention import Retention
 from edgewise.service.store import Store
 
 if TYPE_CHECKING:
@@ -50,7 +51,14 @@ class ManagerConfig:
     planning_memory_mb: int = 2048
     api_nice: int = 0
     limits: Limits = field(default_factory=Limits)
+    retention: Retention = field(default_factory=Retention)
 
+
+CHECK_PRELOAD = ("edgewise.nn.workload.validate", "transformers.modeling_utils",
+                 "transformers.models.auto.modeling_auto")
+"""What the planning children import before any request, beside the problems' routers: a
+job's workload is dry-run there (an ``hf:`` model needs transformers, 15-20 s to import on
+a busy 2-core host, most of the 20 s limit)."""
 
 GIL_SWITCH_S = 0.0005
 """The interpreter's thread switch interval in the manager (Python's default: 5 ms). The
@@ -127,11 +135,13 @@ def _serve(config: ManagerConfig, store: Store, problems: list[ProblemApi],
     the jobs a previous run left, and serve until a signal."""
     from edgewise.service.cluster import BackgroundDeviceServices
 
-    manager = JobManager(store, job_kinds(problems), config.cluster, state_dir=config.state_dir,
-                         runtime=runtime, max_running=config.max_running)
     limiter = ProcessLimiter(seconds=config.planning_seconds, memory_mb=config.planning_memory_mb,
-                             preload=sorted({p.router.__module__ for p in problems}))
+                             preload=[*sorted({p.router.__module__ for p in problems}),
+                                      *CHECK_PRELOAD])
     limiter.warm()
+    manager = JobManager(store, job_kinds(problems), config.cluster, state_dir=config.state_dir,
+                         runtime=runtime, max_running=config.max_running, limiter=limiter,
+                         retention=config.retention)
     app = create_app(manager, tokens[0], scrape_token=tokens[1], limiter=limiter,
                      problems=problems, limits=config.limits)
     server = make_server(app, host=config.host, port=config.port,

@@ -15,48 +15,10 @@ from pathlib import Path
 from typing import Any
 
 from edgewise.errors import ConfigError
+from edgewise.runtime.jobs import FINAL_STATES
+from edgewise.service.migrations import MIGRATIONS
 
 __all__ = ["MIGRATIONS", "JobRow", "Store", "json_ready"]
-
-MIGRATIONS: tuple[str, ...] = (
-    # 1: jobs with their specs, one plan per job, events, metrics history, strikes.
-    """
-    CREATE TABLE jobs (
-        seq INTEGER PRIMARY KEY AUTOINCREMENT,
-        id TEXT NOT NULL UNIQUE,
-        kind TEXT NOT NULL,
-        state TEXT NOT NULL,
-        spec TEXT NOT NULL,
-        progress REAL NOT NULL DEFAULT 0,
-        summary TEXT NOT NULL DEFAULT '{}',
-        reason TEXT,
-        attempts INTEGER NOT NULL DEFAULT 0,
-        created_at REAL NOT NULL,
-        started_at REAL,
-        finished_at REAL
-    );
-    CREATE INDEX jobs_state ON jobs(state);
-    CREATE TABLE plans (job_id TEXT PRIMARY KEY REFERENCES jobs(id), plan TEXT NOT NULL,
-                        created_at REAL NOT NULL);
-    CREATE TABLE events (id INTEGER PRIMARY KEY AUTOINCREMENT, job_id TEXT, at REAL NOT NULL,
-                         kind TEXT NOT NULL, message TEXT NOT NULL, data TEXT NOT NULL);
-    CREATE INDEX events_job ON events(job_id, id);
-    CREATE TABLE metrics (id INTEGER PRIMARY KEY AUTOINCREMENT, job_id TEXT NOT NULL,
-                          name TEXT NOT NULL, step REAL, value REAL NOT NULL, at REAL NOT NULL);
-    CREATE INDEX metrics_job ON metrics(job_id, name, id);
-    CREATE TABLE strikes (device TEXT PRIMARY KEY, count INTEGER NOT NULL,
-                          updated_at REAL NOT NULL);
-    """,
-    # 2: one value per (job, metric, step): a step recorded again replaces the old value
-    # (of the duplicates a version-1 store may hold, the latest is kept).
-    """
-    DELETE FROM metrics WHERE step IS NOT NULL AND id NOT IN
-        (SELECT MAX(id) FROM metrics WHERE step IS NOT NULL GROUP BY job_id, name, step);
-    CREATE UNIQUE INDEX metrics_step ON metrics(job_id, name, step) WHERE step IS NOT NULL;
-    """,
-)
-"""Schema migrations in order; migration ``k`` takes the schema from version k to k+1
-(``PRAGMA user_version``). Append only: a released migration never changes."""
 
 _JOB_FIELDS = ("id", "kind", "state", "spec", "progress", "summary", "reason", "attempts",
                "created_at", "started_at", "finished_at")
@@ -217,6 +179,47 @@ class Store:
             sql += f" AND state IN ({', '.join('?' * len(wanted))})"
             params += wanted
         return [_row(r) for r in self._read(sql + " ORDER BY seq", params)]
+
+    def jobs_page(self, *, limit: int, before: int | None = None, kind: str | None = None,
+                  state: str | None = None) -> tuple[list[JobRow], int | None]:
+        """Up to ``limit`` jobs, newest first, submitted before the job numbered ``before``
+        (all when None), of one kind and state when given; and the number to pass as
+        ``before`` for the next page (None: there is no more)."""
+        sql = f"SELECT seq, {', '.join(_JOB_FIELDS)} FROM jobs WHERE seq < ?"
+        params: list[Any] = [2**62 if before is None else before]
+        for column, value in (("kind", kind), ("state", state)):
+            if value is not None:
+                sql += f" AND {column} = ?"
+                params.append(value)
+        rows = self._read(sql + " ORDER BY seq DESC LIMIT ?", [*params, limit + 1])
+        more = len(rows) > limit
+        rows = rows[:limit]
+        return [_row(r[1:]) for r in rows], (int(rows[-1][0]) if more else None)
+
+    def prune_finished(self, *, keep: int, finished_before: float,
+                       spare: frozenset[str] = frozenset()) -> list[str]:
+        """Delete the finished jobs (with their plans, events and metrics) beyond the
+        ``keep`` newest finished ones, or that finished before ``finished_before``; never
+        a pending, planning or running one, nor one in ``spare``. The ids deleted."""
+        final = sorted(FINAL_STATES)
+        marks = ", ".join("?" * len(final))
+        conn = self._conn()
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            ids = [r[0] for r in conn.execute(
+                f"SELECT id FROM jobs WHERE state IN ({marks}) AND (finished_at < ? OR seq NOT "
+                f"IN (SELECT seq FROM jobs WHERE state IN ({marks}) ORDER BY seq DESC "
+                "LIMIT ?))", [*final, finished_before, *final, keep]).fetchall()
+                if r[0] not in spare]
+            for table, column in (("plans", "job_id"), ("events", "job_id"),
+                                  ("metrics", "job_id"), ("jobs", "id")):
+                conn.executemany(f"DELETE FROM {table} WHERE {column} = ?",
+                                 [(i,) for i in ids])
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
+        return ids
 
     def update_job(self, job_id: str, *, only_from: Iterable[str] | None = None,
                    **changes: Any) -> bool:

@@ -93,6 +93,9 @@ class _ManagerCollector(Collector):
             for state in sorted(ACTIVE_STATES | FINAL_STATES):
                 family.add_metric([kind, state], counts.get((kind, state), 0))
         yield family
+        yield CounterMetricFamily("edgewise_jobs_pruned", "finished jobs deleted by the "
+                                  "retention (serve --keep-jobs, --keep-days) since the "
+                                  "manager started", value=self.manager.pruner.pruned_total)
 
     def _job_metrics(self) -> Iterator[Metric]:
         latest = self.manager.telemetry.snapshot()

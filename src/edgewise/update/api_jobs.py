@@ -140,7 +140,9 @@ def _events(spec: TrainJobSpec, ctx: JobContext) -> Any:
             step = r.epoch + 1
             for name, value in (("epoch", step), ("val_accuracy", r.val_accuracy),
                                 ("samples_per_second", r.samples_per_second),
-                                ("epoch_seconds", r.wall_seconds)):
+                                ("epoch_seconds", r.wall_seconds),
+                                ("samples_applied", len(r.applied_ids)),
+                                ("samples_distinct", len(np.unique(r.applied_ids)))):
                 ctx.metric(name, value, step=step)
             done[0] = step / spec.epochs
             ctx.progress(done[0], epoch=step, epochs=spec.epochs,

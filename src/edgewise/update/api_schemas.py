@@ -40,6 +40,9 @@ EXACT_MAX_WORKERS = 6
 PlainName = Annotated[str, StringConstraints(pattern=NAME_PATTERN)]
 ShortText = Annotated[str, StringConstraints(min_length=1, max_length=64)]
 Percent = Annotated[float, Field(ge=0, le=100)]
+MAX_SEED = 2**53 - 1
+"""Seeds up to 2**53 - 1: the largest integer that JSON readers that parse numbers as
+doubles (the OpenAPI document's readers among them) keep exact."""
 Millis = Annotated[float, Field(gt=0, le=1e7)]
 
 _STRICT = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
@@ -101,7 +104,7 @@ class SolveRequest(BaseModel):
     workers: list[WorkerSpec] = Field(min_length=1, max_length=MAX_WORKERS)
     ps_state: StateSpec = Field(default_factory=StateSpec)
     models: PlainName = CALIBRATED
-    seed: int | None = Field(default=None, ge=0, le=2**63 - 1)
+    seed: int | None = Field(default=None, ge=0, le=MAX_SEED)
 
     @model_validator(mode="after")
     def _unique_names(self) -> SolveRequest:
@@ -145,7 +148,7 @@ class LaunchRequest(BaseModel):
     mode: Literal["async", "sync"] = "async"
     epochs: int = Field(default=5, ge=1, le=100)
     learning_rate: float = Field(default=0.01, gt=0, le=10)
-    seed: int = Field(default=0, ge=0, le=2**63 - 1)
+    seed: int = Field(default=0, ge=0, le=MAX_SEED)
     target_accuracy: float | None = Field(default=None, gt=0, le=1)
     workload: HttpWorkload | None = Field(
         default=None, description="the user's model and data (see the update job's spec); "
@@ -222,7 +225,7 @@ class TrainJobSpec(BaseModel):
     learning_rate: float = Field(default=0.003, gt=0, le=10)
     target_accuracy: float | None = Field(
         default=None, gt=0, le=1, description="stop early once validation accuracy reaches it")
-    seed: int = Field(default=0, ge=0, le=2**63 - 1)
+    seed: int = Field(default=0, ge=0, le=MAX_SEED)
 
     @model_validator(mode="after")
     def _unique_workers(self) -> TrainJobSpec:

@@ -6,7 +6,10 @@ would run the caller's code or read the manager's files at large.
 - ``data`` and ``weights``: ``digits``, or paths *relative to the manager's data folder*
   (:func:`data_dir`: ``EDGEWISE_DATA_DIR``, which ``edgewise serve --data-dir`` sets; default
   ``<state dir>/data``), without ``..``; the files are put there by whoever runs the manager.
-- Bounded: at most 32 model arguments, scalar values, short strings.
+- Bounded: at most 32 model arguments; each an integer within ±2**20 (1,048,576), a
+  finite number within ±1e9, a boolean or a string of at most 200 characters. The model
+  that the arguments build is bounded by the manager's planning limits (its dry run runs
+  in a child process with a time and a memory limit).
 """
 
 from __future__ import annotations
@@ -22,13 +25,16 @@ from edgewise.errors import ConfigError
 from edgewise.nn.workload.schema import workload_from_dict
 from edgewise.nn.workload.spec import Workload, builtin_names
 
-__all__ = ["DATA_DIR_ENV", "HttpWorkload", "data_dir"]
+__all__ = ["DATA_DIR_ENV", "MAX_ARG_FLOAT", "MAX_ARG_INT", "HttpWorkload", "data_dir"]
 
 DATA_DIR_ENV = "EDGEWISE_DATA_DIR"
 _HF = re.compile(r"hf:[A-Za-z][A-Za-z0-9]{0,63}Config")
 _REL = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_./ -]{0,511}")
 Short = Annotated[str, StringConstraints(max_length=200)]
-Scalar = int | float | bool | Short
+MAX_ARG_INT = 2**20
+MAX_ARG_FLOAT = 1e9
+Scalar = (bool | Annotated[int, Field(ge=-MAX_ARG_INT, le=MAX_ARG_INT)]
+          | Annotated[float, Field(ge=-MAX_ARG_FLOAT, le=MAX_ARG_FLOAT)] | Short)
 
 
 def data_dir() -> Path | None:
@@ -78,6 +84,18 @@ class HttpWorkload(BaseModel):
                              "hf:<ConfigClass>, or run them with the command line")
         raise ValueError(f"unknown model {value!r}: a built-in name "
                          f"({', '.join(builtin_names())}) or hf:<ConfigClass>")
+
+    @field_validator("model_args", mode="before")
+    @classmethod
+    def _integers_in_bounds(cls, value: Any) -> Any:
+        """An integer beyond ±MAX_ARG_INT is refused, not read as a float."""
+        if isinstance(value, dict):
+            for key, arg in value.items():
+                if isinstance(arg, int) and not isinstance(arg, bool) and \
+                        abs(arg) > MAX_ARG_INT:
+                    raise ValueError(f"model_args.{str(key)[:64]}: integers are limited to "
+                                     f"±{MAX_ARG_INT:,}")
+        return value
 
     @field_validator("weights")
     @classmethod

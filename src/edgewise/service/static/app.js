@@ -4,6 +4,7 @@
 (() => {
   const KEY = "edgewise-token";
   const POLL_MS = 2000;
+  const JOBS_SHOWN = 50;  // the jobs table shows the newest 50: it asks for no more
   const $ = (id) => document.getElementById(id);
   const SVG = "http://www.w3.org/2000/svg";
   let timer = null;
@@ -180,10 +181,11 @@
 
   async function renderJobs() {
     await renderExamples();
-    const jobs = await api("/api/v1/jobs");
+    const page = await api("/api/v1/jobs?limit=" + JOBS_SHOWN);
+    $("jobs-more").hidden = !page.has_more;
     const body = $("jobs").tBodies[0];
     body.replaceChildren();
-    for (const job of jobs.slice().reverse()) {
+    for (const job of page.jobs) {
       const row = el("tr", null, { id: "job-" + job.id });
       const link = el("a", job.id, { href: "#/jobs/" + job.id });
       const first = el("td");
