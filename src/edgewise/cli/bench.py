@@ -68,10 +68,14 @@ class _Listed(typer.core.TyperCommand):
     """A benchmark as listed: its name and one line; called, it becomes the real command
     (the spec is imported only then)."""
 
+    def real(self) -> Any:
+        """The benchmark's real command, its spec imported (for its options)."""
+        assert self.name is not None
+        return _real_command(self.name)
+
     def make_context(self, info_name: str | None, args: list[str], parent: Any = None,
                      **extra: Any) -> Any:
-        assert self.name is not None
-        return _real_command(self.name).make_context(info_name, args, parent=parent, **extra)
+        return self.real().make_context(info_name, args, parent=parent, **extra)
 
 
 class _LazyBenches(typer.core.TyperGroup):
