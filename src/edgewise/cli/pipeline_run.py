@@ -49,7 +49,8 @@ from edgewise.runtime.faults import FaultInjector
 from edgewise.runtime.ray_cluster import connect
 from edgewise.wire.activation import ActivationCodec
 
-__all__ = ["ModelArg", "ModelOpt", "outcome_json", "pick_model", "plan", "run", "run_pipeline"]
+__all__ = ["ModelArg", "ModelOpt", "outcome_json", "pick_model", "plan", "run", "run_pipeline",
+           "verdict"]
 
 AsJson = Annotated[bool, typer.Option("--json", help="print one JSON object instead of tables")]
 ModelArg = typer.Argument(None, metavar="[MODEL]", help="a zoo model (" + ", ".join(zoo_names())
@@ -57,6 +58,7 @@ ModelArg = typer.Argument(None, metavar="[MODEL]", help="a zoo model (" + ", ".j
                           "export:FILE.pt2")
 ModelOpt = typer.Option(None, "--model", help="MODEL, as an option")
 EXACT_ATOL = 1e-4  # one thread in a stage vs several in the reference: float rounding only
+VACUOUS_ABS = 10 * EXACT_ATOL  # outputs this small leave the check nothing to tell apart
 
 
 def pick_model(argument: str | None, option: str | None) -> str | None:
@@ -249,12 +251,13 @@ def _report(done: PipelineRun, check: OutputCheck, problem: PipelineProblem,
     (measured × ``dilation``, the time dilation of a cluster slower than its devices)."""
     lossless = codec.compression != "zfp"
     exact = lossless and check.max_abs_diff <= EXACT_ATOL
+    vacuous = check.compared > 0 and check.reference_max_abs <= VACUOUS_ABS
     figures = {"plan": outcome_json(problem, outcome), "requests": requests,
                "results": len(done.outputs), "in_order": done.request_ids == list(range(
                    len(done.outputs))), "compression": codec.compression,
                "max_abs_diff": check.max_abs_diff, "top1_agreement": check.top1_agreement,
                "reference_max_abs": check.reference_max_abs,
-               "outputs_equal_to_the_model": exact,
+               "outputs_equal_to_the_model": exact, "check_vacuous": vacuous,
                "restarts": done.restarts, "resends": done.resends,
                "duplicates": done.duplicates, "time_dilation": dilation,
                "timings": {"throughput_rps": done.throughput_rps,
@@ -262,16 +265,28 @@ def _report(done: PipelineRun, check: OutputCheck, problem: PipelineProblem,
     if as_json:
         print(json.dumps(figures))
         return
-    verdict = (("equal to" if exact else "DIFFERENT from") + " the unpartitioned model"
-               if lossless else f"top-1 agreement {check.top1_agreement:.3f} with ZFP "
-               f"(bound {codec.tolerance:g} per hop)")
     order = "in order" if figures["in_order"] else "OUT OF ORDER"
-    out.print(f"{len(done.outputs)} of {requests} results, {order}, {verdict}; largest "
-              f"difference {check.max_abs_diff:.3g} (outputs up to "
+    out.print(f"{len(done.outputs)} of {requests} results, {order}, {verdict(check, codec)}; "
+              f"largest difference {check.max_abs_diff:.3g} (outputs up to "
               f"{check.reference_max_abs:.3g}); throughput {done.throughput_rps * dilation:.1f}/s "
               f"vs bound {outcome.throughput_rps:.1f}/s{_dilated(dilation)}; restarts "
               f"{done.restarts}, re-sent "
               f"{done.resends}, duplicates dropped {done.duplicates}")
+
+
+def verdict(check: OutputCheck, codec: ActivationCodec) -> str:
+    """What the output check found, in words: equal or different (lossless), the top-1
+    agreement (ZFP), or that it was vacuous (every reference output near zero)."""
+    if check.compared > 0 and check.reference_max_abs <= VACUOUS_ABS:
+        return (f"[yellow]a vacuous check[/]: every output of the unpartitioned model is near "
+                f"zero (at most {check.reference_max_abs:.2g}), so any outputs that small "
+                "would pass; give --weights, --inputs or --model-arg that give outputs of "
+                "ordinary size")
+    if codec.compression == "zfp":
+        return (f"top-1 agreement {check.top1_agreement:.3f} with ZFP (bound "
+                f"{codec.tolerance:g} per hop)")
+    exact = check.max_abs_diff <= EXACT_ATOL
+    return ("equal to" if exact else "DIFFERENT from") + " the unpartitioned model"
 
 
 def _dilated(dilation: float) -> str:

@@ -1,0 +1,52 @@
+"""What a newcomer meets first: output checks that can fail, figures at 80 columns."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from edgewise.cli.pipeline_run import verdict
+from edgewise.cli.workload_opts import workload_from_cli
+from edgewise.pipeline.workload import (
+    compare_outputs,
+    model_and_example,
+    random_inputs,
+    reference_outputs,
+)
+from edgewise.wire.activation import ActivationCodec
+
+LOSSLESS = ActivationCodec("none")
+
+
+def _check_of_itself(args: list[str]) -> str:
+    """The verdict on MobileNetV2's outputs (3,64,64 inputs, 4 classes) compared with
+    themselves, as the README's `pipeline run` example builds it."""
+    spec = workload_from_cli("hf:MobileNetV2Config", args=args, weights=None,
+                             input_shape="3,64,64", classes=4, workload=None)
+    model, example = model_and_example(spec, 0)
+    outputs = reference_outputs(model, random_inputs(example, 2, 0))
+    return verdict(compare_outputs(outputs, outputs), LOSSLESS)
+
+
+def test_the_readme_example_checks_outputs_of_ordinary_size() -> None:
+    """Transformers' default initialisation (initializer_range 0.02) collapses MobileNetV2's
+    outputs to ~4e-22 (a vacuous check: the last case below); the README's example sets 0.3."""
+    assert _check_of_itself(["initializer_range=0.3"]) == "equal to the unpartitioned model"
+
+
+@pytest.mark.parametrize(("diff", "scale", "says"), [
+    (0.0, 5.0, "equal to"), (0.5, 5.0, "DIFFERENT from"), (0.0, 1e-22, "vacuous"),
+    (1e-23, 3.3e-22, "vacuous")])
+def test_the_verdict_reads_the_difference_at_the_outputs_scale(
+        diff: float, scale: float, says: str) -> None:
+    from edgewise.pipeline.workload import OutputCheck
+
+    assert says in verdict(OutputCheck(diff, 1.0, 8, scale), LOSSLESS)
+
+
+def test_a_zfp_check_reports_the_top1_agreement() -> None:
+    from edgewise.pipeline.workload import OutputCheck
+
+    check = OutputCheck(0.01, 0.875, 8, 3.0)
+    assert "top-1 agreement 0.875" in verdict(check, ActivationCodec("zfp", 1e-3))
+    assert np.isfinite(check.max_abs_diff)
