@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
+from rich.console import Console
 
 from edgewise.cli.pipeline_run import verdict
+from edgewise.cli.render import metrics_table
 from edgewise.cli.workload_opts import workload_from_cli
 from edgewise.pipeline.workload import (
     compare_outputs,
@@ -13,7 +17,10 @@ from edgewise.pipeline.workload import (
     random_inputs,
     reference_outputs,
 )
+from edgewise.cluster.schema import load_cluster
 from edgewise.wire.activation import ActivationCodec
+
+EXAMPLES = Path(__file__).parents[1] / "examples"
 
 LOSSLESS = ActivationCodec("none")
 
@@ -50,3 +57,22 @@ def test_a_zfp_check_reports_the_top1_agreement() -> None:
     check = OutputCheck(0.01, 0.875, 8, 3.0)
     assert "top-1 agreement 0.875" in verdict(check, ActivationCodec("zfp", 1e-3))
     assert np.isfinite(check.max_abs_diff)
+
+
+def _rendered(renderable: object, width: int = 80) -> str:
+    console = Console(width=width, record=True, color_system=None)
+    console.print(renderable)
+    return console.export_text()
+
+
+def test_cluster_up_on_emulation_says_it_shows_the_host() -> None:
+    cluster = load_cluster(EXAMPLES / "deep-edge-testbed.yaml")
+    host = {"cpu_percent": 100.0, "memory_percent": 27.0, "memory_used_mb": 6518.0,
+            "age_seconds": 0.4}
+    metrics = {d.name: host for d in cluster.devices}
+
+    text = " ".join(_rendered(metrics_table(cluster, metrics, emulated=True)).split())
+
+    assert "emulated on this host" in text
+    assert text.count("6518 MB") == 1 and "this host: cpu 100 %" in text
+    assert all(d.name in text for d in cluster.devices)

@@ -101,9 +101,11 @@ def up(
         ray.get([a.ping.remote() for a in agents])
         err.print("[dim]running; Ctrl-C stops the cluster[/]")
         deadline = time.monotonic() + seconds if seconds > 0 else float("inf")
-        with Live(metrics_table(cluster, {}), console=out, refresh_per_second=2) as live:
+        with Live(metrics_table(cluster, {}, runtime.emulated), console=out,
+                  refresh_per_second=2) as live:
             while time.monotonic() < deadline:
                 time.sleep(min(period, max(deadline - time.monotonic(), 0)))
-                live.update(metrics_table(cluster, ray.get(monitor.device_metrics.remote())))
+                live.update(metrics_table(cluster, ray.get(monitor.device_metrics.remote()),
+                                          runtime.emulated))
     finally:
         runtime.shutdown()
