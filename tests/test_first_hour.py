@@ -7,17 +7,19 @@ from pathlib import Path
 import numpy as np
 import pytest
 from rich.console import Console
+from rich.table import Table
 
 from edgewise.cli.pipeline_run import verdict
 from edgewise.cli.render import metrics_table
+from edgewise.cli.tables import compact, fitted
 from edgewise.cli.workload_opts import workload_from_cli
+from edgewise.cluster.schema import load_cluster
 from edgewise.pipeline.workload import (
     compare_outputs,
     model_and_example,
     random_inputs,
     reference_outputs,
 )
-from edgewise.cluster.schema import load_cluster
 from edgewise.wire.activation import ActivationCodec
 
 EXAMPLES = Path(__file__).parents[1] / "examples"
@@ -76,3 +78,35 @@ def test_cluster_up_on_emulation_says_it_shows_the_host() -> None:
     assert "emulated on this host" in text
     assert text.count("6518 MB") == 1 and "this host: cpu 100 %" in text
     assert all(d.name in text for d in cluster.devices)
+
+
+@pytest.mark.parametrize(("value", "text"), [
+    (385_693_001_623.0, "3.86e11"), (1234.56, "1,234.6"), (-2.5e7, "-2.50e7"),
+    (float("nan"), "nan")])
+def test_compact_numbers_stay_short(value: float, text: str) -> None:
+    assert compact(value) == text
+
+
+def _wide_table(first_column: list[str], columns: int) -> Table:
+    table = Table(title="policies")
+    table.add_column("method")
+    for i in range(columns):
+        table.add_column(f"figure number {i}", justify="right")
+    for n, name in enumerate(first_column):
+        table.add_row(name, *(compact(123_456.7 * (n + 1) * 10 ** (i % 7))
+                              for i in range(columns)))
+    return table
+
+
+@pytest.mark.parametrize("columns", [2, 7, 30])
+def test_a_table_reads_at_80_columns_without_a_cut_cell(columns: int) -> None:
+    names = ["okita", "fifo", "srole-c", "srole-d"]
+    table = _wide_table(names, columns)
+    console = Console(width=80, record=True, color_system=None)
+
+    text = _rendered(fitted(table, console))
+
+    assert "…" not in text and max(map(len, text.splitlines())) <= 80
+    assert all(name in text for name in names)
+    for cell in table.columns[-1].cells:
+        assert str(cell) in text

@@ -21,6 +21,7 @@ from rich.table import Table
 
 from edgewise.bench import BenchOption, BenchSpec, Figures, load_object, run_bench
 from edgewise.cli.common import err, out, state_dir, user_errors, writable_folder
+from edgewise.cli.tables import print_fitted
 
 __all__ = ["BENCHES", "app", "emit"]
 
@@ -111,7 +112,7 @@ def emit(figures: Figures, as_json: bool, title: str) -> None:
     table.add_column("value", justify="right")
     for key, value in figures.items():
         table.add_row(key, json.dumps(value) if isinstance(value, dict | list) else str(value))
-    out.print(table)
+    print_fitted(table, out)
 
 
 @contextmanager

@@ -13,6 +13,7 @@ from rich.progress import Progress, TaskID
 from rich.table import Table
 
 from edgewise.cli.common import Address, err, out, user_errors
+from edgewise.cli.tables import print_fitted
 from edgewise.cli.workload_opts import ClassesOpt, InputShapeOpt, workload_from_cli
 from edgewise.cluster.schema import load_cluster
 from edgewise.continual.microprofiler import MicroProfile, microprofile, prepare_window
@@ -151,7 +152,7 @@ def plan(streams: int = Streams, window_s: float = WindowS, seed: int = Seed,
     if as_json:
         print(json.dumps(plan_json(result, profiles, policy)))
     else:
-        out.print(plan_table(result, profiles, policy))
+        print_fitted(plan_table(result, profiles, policy), out)
 
 
 def plan_json(plan: ContinualPlan, profiles: dict[str, MicroProfile],

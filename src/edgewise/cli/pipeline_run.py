@@ -14,6 +14,7 @@ from rich.table import Table
 from torch import nn
 
 from edgewise.cli.common import Address, err, out, user_errors
+from edgewise.cli.tables import print_fitted
 from edgewise.cli.workload_opts import (
     ClassesOpt,
     InputShapeOpt,
@@ -131,7 +132,7 @@ def plan(model: str | None = ModelArg, model_opt: str | None = ModelOpt,
                           "dispatcher_transfer": problem.dispatcher_transfer,
                           "plans": [outcome_json(problem, o) for o in outcomes]}))
         return
-    out.print(_plan_table(problem, outcomes))
+    print_fitted(_plan_table(problem, outcomes), out)
 
 
 def _killer(kill_stage: int, after: int, devices: list[str], quiet: bool) -> Any:
@@ -230,7 +231,7 @@ def run_pipeline(spec: Workload | None = None, cluster_file: Path | None = None,
     problem = served.problem
     outcome = simulate(problem, "bottleneck-search", seed=seed)
     if not as_json:
-        out.print(_plan_table(problem, [outcome]))
+        print_fitted(_plan_table(problem, [outcome]), out)
     devices = [problem.nodes[i] for i in outcome.plan.nodes]
     batch = _inputs(served, spec, inputs, requests, seed)
     runtime = connect(cluster, address)

@@ -15,6 +15,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from edgewise.cli.common import Address, err, out, state_dir, user_errors, writable_folder
+from edgewise.cli.tables import print_fitted
 from edgewise.cluster.schema import load_cluster
 from edgewise.errors import ConfigError
 from edgewise.nn.workload import Workload, load_workload, resolved, validate
@@ -118,7 +119,7 @@ def profile(
                           "written": result.written, "skipped": result.skipped,
                           "points": [_plain(r) for r in summary_rows(result)]}))
     else:
-        out.print(summary_table(result))
+        print_fitted(summary_table(result), out)
 
 
 def shipped_profiles() -> Path | None:

@@ -14,6 +14,7 @@ from rich.table import Table
 from edgewise.cli.common import Address, err, out, state_dir, user_errors, writable_folder
 from edgewise.cli.progress import TrainingProgress
 from edgewise.cli.render import result_table
+from edgewise.cli.tables import print_fitted
 from edgewise.cluster.model import Cluster, Role
 from edgewise.cluster.schema import load_cluster
 from edgewise.errors import ConfigError
@@ -169,7 +170,7 @@ def plan(file: ClusterFile, policy: str = PolicyName, state: list[str] = States,
     if as_json:
         print(json.dumps({**plan_json(problem, result), "models": models}))
     else:
-        out.print(plan_table(problem, result, models))
+        print_fitted(plan_table(problem, result, models), out)
 
 
 @app.command()
@@ -199,7 +200,7 @@ def run_plan(file: Path, policy: str, state: list[str], epochs: int,
     workload, found = _workload(workload_file)
     samples = found or N_DIGITS
     problem, result = _plan(file, policy, state, samples, models)
-    out.print(plan_table(problem, result, models))
+    print_fitted(plan_table(problem, result, models), out)
     runtime = connect(load_cluster(file), address or None)
     emulated = runtime.emulated
     config = TrainConfig(epochs=epochs, target_accuracy=target_accuracy or None,
@@ -210,8 +211,8 @@ def run_plan(file: Path, policy: str, state: list[str], epochs: int,
                            ledger=StrikeLedger(state_dir() / "strikes.json"), events=progress)
     finally:
         runtime.shutdown()
-    out.print(result_table(done.result))
-    out.print(apps_table(done))
+    print_fitted(result_table(done.result), out)
+    print_fitted(apps_table(done), out)
     if runtime.time_dilation != 1.0:
         err.print(f"This cluster runs {runtime.time_dilation:.2f}x slower than its devices "
                   "(a testbed's time dilation): epoch seconds above are measured here, the "
