@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import io
+import re
 from pathlib import Path
 
 import numpy as np
@@ -11,6 +13,7 @@ from rich.table import Table
 
 from edgewise.cli.pipeline_run import verdict
 from edgewise.cli.render import metrics_table
+from edgewise.cli.stages import plain_progress, stage
 from edgewise.cli.tables import compact, fitted
 from edgewise.cli.workload_opts import workload_from_cli
 from edgewise.cluster.schema import load_cluster
@@ -110,3 +113,33 @@ def test_a_table_reads_at_80_columns_without_a_cut_cell(columns: int) -> None:
     assert all(name in text for name in names)
     for cell in table.columns[-1].cells:
         assert str(cell) in text
+
+
+def _log() -> Console:
+    """A console writing to a file, as when output is redirected to a log."""
+    return Console(file=io.StringIO(), width=80, color_system=None)
+
+
+def test_a_long_step_leaves_plain_lines_in_a_log() -> None:
+    log = _log()
+
+    with stage("starting the cluster", log):
+        log.print("inside")
+
+    lines = log.file.getvalue().splitlines()  # type: ignore[attr-defined]
+    assert lines[0] == "starting the cluster …" and lines[1] == "inside"
+    assert re.fullmatch(r"starting the cluster: done in \d+ s", lines[2])
+
+
+def test_plain_progress_prints_its_first_update_then_one_per_period() -> None:
+    log = _log()
+    progress = plain_progress("bench ekya", log, period_s=3600.0)
+
+    progress("E1 streams", 0.0)
+    progress("E2 accelerators", 0.5)
+
+    lines = log.file.getvalue().splitlines()  # type: ignore[attr-defined]
+    assert lines == ["bench ekya: E1 streams, 0 % (0 s)"]
+    every = plain_progress("bench ekya", log, period_s=0.0)
+    every("E2 accelerators", 0.5)
+    assert log.file.getvalue().splitlines()[-1] == "bench ekya: E2 accelerators, 50 % (0 s)"  # type: ignore[attr-defined]

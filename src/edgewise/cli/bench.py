@@ -21,6 +21,7 @@ from rich.table import Table
 
 from edgewise.bench import BenchOption, BenchSpec, Figures, load_object, run_bench
 from edgewise.cli.common import err, out, state_dir, user_errors, writable_folder
+from edgewise.cli.stages import plain_progress
 from edgewise.cli.tables import print_fitted
 
 __all__ = ["BENCHES", "app", "emit"]
@@ -134,7 +135,10 @@ def _stdout_to_stderr(active: bool) -> Iterator[None]:
 
 
 def _with_bar(label: str, run: Callable[[Callable[[str, float], None]], Figures]) -> Figures:
-    """Run one benchmark behind a transient progress bar on stderr."""
+    """Run one benchmark behind a transient progress bar on stderr, or, when stderr is not
+    a terminal, with a plain progress line every little while (a log keeps them)."""
+    if not err.is_terminal:
+        return run(plain_progress(f"bench {label}"))
     with Progress(TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn(),
                   console=err, transient=True) as bar:
         task = bar.add_task(label, total=1.0)

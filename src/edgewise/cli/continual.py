@@ -13,6 +13,7 @@ from rich.progress import Progress, TaskID
 from rich.table import Table
 
 from edgewise.cli.common import Address, err, out, user_errors
+from edgewise.cli.stages import stage
 from edgewise.cli.tables import print_fitted
 from edgewise.cli.workload_opts import ClassesOpt, InputShapeOpt, workload_from_cli
 from edgewise.cluster.schema import load_cluster
@@ -147,8 +148,9 @@ def plan(streams: int = Streams, window_s: float = WindowS, seed: int = Seed,
     get_policy(policy)
     models = edge_models(*model_specs(student, student_args, student_weights, golden,
                                       golden_args, golden_weights, input_shape, classes), seed)
-    result, profiles = planned(_windows(streams, seed, window, frames, models), policy,
-                               settings, models)
+    with stage(f"micro-profiling {len(frames) or streams} streams' windows"):
+        result, profiles = planned(_windows(streams, seed, window, frames, models), policy,
+                                   settings, models)
     if as_json:
         print(json.dumps(plan_json(result, profiles, policy)))
     else:

@@ -14,6 +14,7 @@ from rich.table import Table
 from torch import nn
 
 from edgewise.cli.common import Address, err, out, user_errors
+from edgewise.cli.stages import stage
 from edgewise.cli.tables import print_fitted
 from edgewise.cli.workload_opts import (
     ClassesOpt,
@@ -234,11 +235,13 @@ def run_pipeline(spec: Workload | None = None, cluster_file: Path | None = None,
         print_fitted(_plan_table(problem, [outcome]), out)
     devices = [problem.nodes[i] for i in outcome.plan.nodes]
     batch = _inputs(served, spec, inputs, requests, seed)
-    runtime = connect(cluster, address)
+    with stage("starting the cluster"):
+        runtime = connect(cluster, address)
     try:
-        done = execute(runtime, problem, outcome.plan, model=served.model, inputs=batch,
-                       on_result=_killer(kill_stage, len(batch) // 6, devices, as_json),
-                       codec=codec, splitter=served.splitter)
+        with stage(f"starting {len(devices)} stages, streaming {len(batch)} requests"):
+            done = execute(runtime, problem, outcome.plan, model=served.model, inputs=batch,
+                           on_result=_killer(kill_stage, len(batch) // 6, devices, as_json),
+                           codec=codec, splitter=served.splitter)
     finally:
         runtime.shutdown()
     _report(done, compare_outputs(done.outputs, reference_outputs(served.model, batch)),

@@ -14,6 +14,7 @@ from rich.table import Table
 from edgewise.cli.common import Address, err, out, state_dir, user_errors, writable_folder
 from edgewise.cli.progress import TrainingProgress
 from edgewise.cli.render import result_table
+from edgewise.cli.stages import stage
 from edgewise.cli.tables import print_fitted
 from edgewise.cluster.model import Cluster, Role
 from edgewise.cluster.schema import load_cluster
@@ -201,7 +202,8 @@ def run_plan(file: Path, policy: str, state: list[str], epochs: int,
     samples = found or N_DIGITS
     problem, result = _plan(file, policy, state, samples, models)
     print_fitted(plan_table(problem, result, models), out)
-    runtime = connect(load_cluster(file), address or None)
+    with stage("starting the cluster"):
+        runtime = connect(load_cluster(file), address or None)
     emulated = runtime.emulated
     config = TrainConfig(epochs=epochs, target_accuracy=target_accuracy or None,
                          workload=workload)
