@@ -15,14 +15,18 @@ from edgewise.cli.pipeline_run import verdict
 from edgewise.cli.render import metrics_table
 from edgewise.cli.stages import plain_progress, stage
 from edgewise.cli.tables import compact, fitted
+from edgewise.cli.workload_models import models_name, planning_models
 from edgewise.cli.workload_opts import workload_from_cli
+from edgewise.cluster.model import Role
 from edgewise.cluster.schema import load_cluster
+from edgewise.nn.workload import load_workload
 from edgewise.pipeline.workload import (
     compare_outputs,
     model_and_example,
     random_inputs,
     reference_outputs,
 )
+from edgewise.update.api_schemas import CALIBRATED
 from edgewise.wire.activation import ActivationCodec
 
 EXAMPLES = Path(__file__).parents[1] / "examples"
@@ -143,3 +147,23 @@ def test_plain_progress_prints_its_first_update_then_one_per_period() -> None:
     every = plain_progress("bench ekya", log, period_s=0.0)
     every("E2 accelerators", 0.5)
     assert log.file.getvalue().splitlines()[-1] == "bench ekya: E2 accelerators, 50 % (0 s)"  # type: ignore[attr-defined]
+
+
+WORKLOAD = EXAMPLES / "workloads" / "shapes-mobilenetv2.yaml"
+
+
+def test_a_workload_plans_with_its_fitted_models_where_they_exist(tmp_path: Path) -> None:
+    cluster = load_cluster(EXAMPLES / "deep-edge-testbed.yaml")
+    workload = load_workload(WORKLOAD)
+    name = models_name(workload, WORKLOAD)
+    types = {d.type for d in cluster.with_role(Role.WORKER)}
+
+    chosen, note = planning_models(workload, WORKLOAD, CALIBRATED, cluster, tmp_path)
+    assert chosen == CALIBRATED and note is not None
+    assert note.startswith("planning with the digits calibration") and name in note
+
+    for t in types:
+        (tmp_path / name / t).mkdir(parents=True)
+    assert planning_models(workload, WORKLOAD, CALIBRATED, cluster, tmp_path)[0] == name
+    assert planning_models(workload, WORKLOAD, "mine", cluster, tmp_path) == ("mine", None)
+    assert planning_models(None, None, CALIBRATED, cluster, tmp_path) == (CALIBRATED, None)

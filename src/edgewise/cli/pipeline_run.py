@@ -223,8 +223,8 @@ def run_pipeline(spec: Workload | None = None, cluster_file: Path | None = None,
                  address: str | None = None, *, inputs: Path | None = None,
                  requests: int | None = None, codec: ActivationCodec | None = None,
                  min_stages: int = 3, kill_stage: int = -1, seed: int = 0,
-                 as_json: bool = False) -> None:
-    """`pipeline run` (and the demo's part): plan, stream, check, report."""
+                 as_json: bool = False) -> dict[str, Any]:
+    """`pipeline run` (and the demo's part): plan, stream, check, report; the figures."""
     codec = codec or ActivationCodec("none")
     cluster = (load_cluster(cluster_file) if cluster_file is not None
                else cluster_from_dict(BENCH_CLUSTER, source="pipeline-run"))
@@ -244,15 +244,16 @@ def run_pipeline(spec: Workload | None = None, cluster_file: Path | None = None,
                            codec=codec, splitter=served.splitter)
     finally:
         runtime.shutdown()
-    _report(done, compare_outputs(done.outputs, reference_outputs(served.model, batch)),
+    return _report(done, compare_outputs(done.outputs, reference_outputs(served.model, batch)),
             problem, outcome, len(batch), codec, as_json, runtime.time_dilation)
 
 
 def _report(done: PipelineRun, check: OutputCheck, problem: PipelineProblem,
             outcome: PipelineOutcome, requests: int, codec: ActivationCodec,
-            as_json: bool, dilation: float = 1.0) -> None:
-    """The figures (``--json``) or a line; the throughput against the bound in device time
-    (measured × ``dilation``, the time dilation of a cluster slower than its devices)."""
+            as_json: bool, dilation: float = 1.0) -> dict[str, Any]:
+    """The figures, printed (``--json``) or told in a line; the throughput against the
+    bound in device time (measured × ``dilation``, the time dilation of a cluster slower
+    than its devices)."""
     lossless = codec.compression != "zfp"
     exact = lossless and check.max_abs_diff <= EXACT_ATOL
     vacuous = check.compared > 0 and check.reference_max_abs <= VACUOUS_ABS
@@ -268,7 +269,7 @@ def _report(done: PipelineRun, check: OutputCheck, problem: PipelineProblem,
                            "latency_p50_s": done.latency_p50_s, "seconds": done.seconds}}
     if as_json:
         print(json.dumps(figures))
-        return
+        return figures
     order = "in order" if figures["in_order"] else "OUT OF ORDER"
     out.print(f"{len(done.outputs)} of {requests} results, {order}, {verdict(check, codec)}; "
               f"largest difference {check.max_abs_diff:.3g} (outputs up to "
@@ -276,6 +277,7 @@ def _report(done: PipelineRun, check: OutputCheck, problem: PipelineProblem,
               f"vs bound {outcome.throughput_rps:.1f}/s{_dilated(dilation)}; restarts "
               f"{done.restarts}, re-sent "
               f"{done.resends}, duplicates dropped {done.duplicates}")
+    return figures
 
 
 def verdict(check: OutputCheck, codec: ActivationCodec) -> str:

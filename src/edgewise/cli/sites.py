@@ -256,9 +256,10 @@ def run_command(scenario: Scenario = None, policy: str = PolicyOpt, seed: int = 
     run_scenario(problem, policy, seed, epochs_per_slot or None, devices, as_json, address)
 
 
-def demo_part() -> None:
+def demo_part() -> SitesRun:
     """`edgewise demo`'s Okita part (under a minute): a one-job scenario over three sites
     planned by Okita and run for real; a worker moves to another site between the slots."""
     run = run_scenario(demo_problem(), "okita", 0)
     if run.migrations < 1:
         err.print("[yellow]the plan did not move the job this time[/]")
+    return run
