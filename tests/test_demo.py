@@ -56,7 +56,6 @@ def test_the_summary_has_a_row_per_part_with_its_verdict() -> None:
 
 
 @pytest.mark.ray
-@pytest.mark.system
 @pytest.mark.timeout(240)
 def test_the_quick_demo_runs_every_part_and_the_summary(
         tmp_path: object, monkeypatch: pytest.MonkeyPatch) -> None:
