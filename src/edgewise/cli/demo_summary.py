@@ -82,7 +82,7 @@ def continual_finding(thief: float, uniform: float) -> Finding:
     return Finding("4 Ekya", "retraining and inference sharing one device, thief vs uniform",
                    f"window-averaged accuracy: thief {thief:.3f}, uniform {uniform:.3f}",
                    agrees, "the thief is at least as accurate as uniform (§6)" if agrees else
-                   "the paper's thief beats uniform (§6); two streams over two short windows "
+                   "the paper's thief beats uniform (§6); two streams over short windows "
                    "leave it little to reallocate (its gain needs more streams: bench ekya)")
 
 
@@ -101,16 +101,17 @@ def srole_finding(jct_s: Mapping[str, float]) -> Finding:
     return Finding("6 SROLE (simulated)", "shielded multi-agent placement of VGG-16 training "
                    "on 10 nodes", f"SROLE-C cuts mean JCT by {reduction:.0%} vs MARL "
                    f"({jct_s['srole-c']:.0f} s vs {jct_s['marl']:.0f} s)", reduction > 0,
-                   "the paper: 49–59 % (§V); simulated here, the shield avoiding the "
-                   "learners' overloads" if reduction > 0 else
+                   "in direction (the paper: 49–59 %, §V); simulated here, the shields "
+                   "avoiding the unshielded learners' overloads" if reduction > 0 else
                    "the paper: 49–59 % (§V); these few rounds left the agents untrained")
 
 
 def summary_table(findings: Sequence[Finding], seconds: float) -> Table:
-    """The closing table: one row per part."""
+    """The closing table: one row per part, its result and how it reads against the paper
+    (what each part shows was said at its start)."""
     table = Table(title=f"edgewise demo: {len(findings)} parts in {seconds:.0f} s")
-    for col in ("part", "shows", "result", "vs the paper"):
+    for col in ("part", "result", "vs the paper"):
         table.add_column(col)
     for f in findings:
-        table.add_row(f.part, f.shows, f.result, f.verdict)
+        table.add_row(f.part, f.result, f.verdict)
     return table

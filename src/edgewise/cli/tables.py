@@ -35,8 +35,9 @@ def _longest_words(table: Table) -> list[int]:
 
 def _fitted_as_is(table: Table, width: int) -> bool:
     """Whether ``table`` fits ``width`` columns with no word cut. Where Rich would have to
-    shrink it (its widest lines do not fit), each column is fixed at its longest word:
-    Rich's proportional shrinking would otherwise cut some cells."""
+    shrink it (its widest lines do not fit), each column gets its longest word plus a share
+    of the room left, in proportion to what wrapping takes from it: Rich's own shrinking
+    would cut some cells."""
     def needed(widths: list[int]) -> int:
         return sum(widths) + 3 * len(widths) + 1  # padding of one each side, the rules
 
@@ -48,8 +49,10 @@ def _fitted_as_is(table: Table, width: int) -> bool:
     longest = _longest_words(table)
     if needed(longest) > width:
         return False
-    for column, least in zip(table.columns, longest, strict=True):
-        column.width = least
+    room = width - needed(longest)
+    wanted = [w - least for w, least in zip(widest, longest, strict=True)]
+    for column, least, want in zip(table.columns, longest, wanted, strict=True):
+        column.width = least + room * want // max(1, sum(wanted))
     return True
 
 
