@@ -21,6 +21,8 @@ from rich.table import Table
 
 from edgewise.bench import BenchOption, BenchSpec, Figures, load_object, run_bench
 from edgewise.cli.common import err, out, state_dir, user_errors, writable_folder
+from edgewise.cli.stages import plain_progress
+from edgewise.cli.tables import print_fitted
 
 __all__ = ["BENCHES", "app", "emit"]
 
@@ -72,10 +74,14 @@ class _Listed(typer.core.TyperCommand):
     """A benchmark as listed: its name and one line; called, it becomes the real command
     (the spec is imported only then)."""
 
+    def real(self) -> Any:
+        """The benchmark's real command, its spec imported (for its options)."""
+        assert self.name is not None
+        return _real_command(self.name)
+
     def make_context(self, info_name: str | None, args: list[str], parent: Any = None,
                      **extra: Any) -> Any:
-        assert self.name is not None
-        return _real_command(self.name).make_context(info_name, args, parent=parent, **extra)
+        return self.real().make_context(info_name, args, parent=parent, **extra)
 
 
 class _LazyBenches(typer.core.TyperGroup):
@@ -111,7 +117,7 @@ def emit(figures: Figures, as_json: bool, title: str) -> None:
     table.add_column("value", justify="right")
     for key, value in figures.items():
         table.add_row(key, json.dumps(value) if isinstance(value, dict | list) else str(value))
-    out.print(table)
+    print_fitted(table, out)
 
 
 @contextmanager
@@ -133,7 +139,10 @@ def _stdout_to_stderr(active: bool) -> Iterator[None]:
 
 
 def _with_bar(label: str, run: Callable[[Callable[[str, float], None]], Figures]) -> Figures:
-    """Run one benchmark behind a transient progress bar on stderr."""
+    """Run one benchmark behind a transient progress bar on stderr, or, when stderr is not
+    a terminal, with a plain progress line every little while (a log keeps them)."""
+    if not err.is_terminal:
+        return run(plain_progress(f"bench {label}"))
     with Progress(TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn(),
                   console=err, transient=True) as bar:
         task = bar.add_task(label, total=1.0)

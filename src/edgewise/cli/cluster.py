@@ -15,6 +15,7 @@ from rich.markup import escape
 
 from edgewise.cli.common import err, out, user_errors
 from edgewise.cli.render import catalog_table, cluster_table, metrics_table
+from edgewise.cli.tables import print_fitted
 from edgewise.cluster.catalog import catalog
 from edgewise.cluster.schema import load_cluster
 from edgewise.runtime.agent import DeviceAgent
@@ -40,7 +41,7 @@ ClusterFile = Annotated[Path, typer.Argument(help="a cluster YAML file (see docs
 def check(file: ClusterFile) -> None:
     """Validate a cluster file; exit 0 with a summary, or 2 naming the field and problem."""
     cluster = load_cluster(file)
-    out.print(cluster_table(cluster))
+    print_fitted(cluster_table(cluster), out)
     out.print(f"[green]ok[/]: {escape(str(file))}")
 
 
@@ -52,7 +53,7 @@ def types(as_json: bool = typer.Option(False, "--json",
     if as_json:
         print(json.dumps({name: dataclasses.asdict(t) for name, t in catalog().items()}))
         return
-    out.print(catalog_table())
+    print_fitted(catalog_table(), out)
 
 
 @app.command("join-lines")
@@ -93,7 +94,7 @@ def up(
     cluster = load_cluster(file)
     runtime = connect(cluster, address)
     try:
-        out.print(cluster_table(cluster, runtime.stretch if runtime.emulated else None))
+        print_fitted(cluster_table(cluster, runtime.stretch if runtime.emulated else None), out)
         monitor = monitor_handle(runtime, period)
         agents = [DeviceAgent.options(  # type: ignore[attr-defined]
             **runtime.actor_options(d.name, 64, name=f"agent-{d.name}"), get_if_exists=True
@@ -101,9 +102,11 @@ def up(
         ray.get([a.ping.remote() for a in agents])
         err.print("[dim]running; Ctrl-C stops the cluster[/]")
         deadline = time.monotonic() + seconds if seconds > 0 else float("inf")
-        with Live(metrics_table(cluster, {}), console=out, refresh_per_second=2) as live:
+        with Live(metrics_table(cluster, {}, runtime.emulated), console=out,
+                  refresh_per_second=2) as live:
             while time.monotonic() < deadline:
                 time.sleep(min(period, max(deadline - time.monotonic(), 0)))
-                live.update(metrics_table(cluster, ray.get(monitor.device_metrics.remote())))
+                live.update(metrics_table(cluster, ray.get(monitor.device_metrics.remote()),
+                                          runtime.emulated))
     finally:
         runtime.shutdown()

@@ -15,6 +15,7 @@ from torch import nn
 from edgewise.cli import pipeline_run
 from edgewise.cli.common import out, user_errors
 from edgewise.cli.pipeline_run import ModelArg, ModelOpt, pick_model
+from edgewise.cli.tables import print_fitted
 from edgewise.cli.workload_opts import (
     ClassesOpt,
     InputShapeOpt,
@@ -88,7 +89,7 @@ def analyze(
         table.add_row(str(i), escape(r["label"]), escape(r["layer"]), str(r["depth"]),
                       f"{r['transfer_bytes'] / 1e3:,.1f}",
                       f"{r['cumulative_memory_bytes'] / 1e6:,.2f}")
-    out.print(table)
+    print_fitted(table, out)
 
 
 app.command("plan")(pipeline_run.plan)

@@ -15,13 +15,14 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from edgewise.cli.common import Address, err, out, state_dir, user_errors, writable_folder
+from edgewise.cli.tables import print_fitted
 from edgewise.cluster.schema import load_cluster
 from edgewise.errors import ConfigError
 from edgewise.nn.workload import Workload, load_workload, resolved, validate
 from edgewise.perf.profiler import ProfileResult, default_config, quick_config
 from edgewise.perf.profiler import profile as run_profile
 
-__all__ = ["profile", "summary_rows", "summary_table"]
+__all__ = ["profile", "shipped_profiles", "summary_rows", "summary_table"]
 
 
 def _median(values: list[float]) -> float:
@@ -66,8 +67,10 @@ def summary_table(result: ProfileResult) -> Table:
 
 @user_errors
 def profile(
-    output: Path = typer.Option(Path("profiles/host-x86.csv"), help="profile CSV; an "
-                                "existing one is resumed (recorded samples are skipped)"),
+    output: Path | None = typer.Option(
+        None, help="profile CSV; an existing one is resumed (recorded samples are skipped); "
+        "default: <state dir>/profiles/<device type>[-quick].csv. The checkout's profiles/ "
+        "are shipped inputs and are never written"),
     device_type: str = typer.Option("", help="catalog name recorded in each row (default: "
                                              "host-x86, or the --device's type)"),
     quick: bool = typer.Option(False, help="a small grid (under a minute) instead of the "
@@ -89,6 +92,7 @@ def profile(
     and memory stress points with the SIFT app co-located (Deep-Edge §IV-B1): on this host,
     or on a device of a testbed or of any Ray cluster, where the stressors and the app share
     the device's own CPU and memory and every update goes through a real parameter server."""
+    output = _output(output, device_type or device or "host-x86", quick)
     writable_folder(output.parent, "--output")
     if device and not (testbed or address):
         raise ConfigError("give --testbed NAME or --address (and --cluster)", field="--device")
@@ -115,7 +119,28 @@ def profile(
                           "written": result.written, "skipped": result.skipped,
                           "points": [_plain(r) for r in summary_rows(result)]}))
     else:
-        out.print(summary_table(result))
+        print_fitted(summary_table(result), out)
+
+
+def shipped_profiles() -> Path | None:
+    """The checkout's ``profiles/`` folder (the shipped profiles, read-only inputs of `update
+    fit` and the docs' figures), where edgewise runs from a checkout; None elsewhere."""
+    root = Path(__file__).resolve().parents[3]
+    folder = root / "profiles"
+    return folder if (root / "pyproject.toml").is_file() and folder.is_dir() else None
+
+
+def _output(chosen: Path | None, name: str, quick: bool) -> Path:
+    """``--output``, or the state dir's profile for ``name``; never a shipped profile."""
+    if chosen is None:
+        return state_dir() / "profiles" / f"{name}{'-quick' if quick else ''}.csv"
+    shipped = shipped_profiles()
+    if shipped is not None and chosen.resolve().is_relative_to(shipped):
+        raise ConfigError(f"{chosen} is in the shipped profiles folder {shipped}, which edgewise "
+                          "only reads; profile into another file (the default is the state "
+                          "folder) and copy it there if you mean to replace a shipped profile",
+                          field="--output")
+    return chosen
 
 
 def _checked_workload(path: Path | None) -> Workload | None:

@@ -8,6 +8,7 @@ from typing import Any
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from edgewise.cli.common import err
+from edgewise.cli.stages import plain_progress
 
 __all__ = ["TrainingProgress"]
 
@@ -25,9 +26,14 @@ class TrainingProgress:
                              transient=False)
         self.epoch_task = self.bars.add_task("epochs", total=epochs)
         self.sample_task = self.bars.add_task("samples", total=n_samples)
+        self.n_samples, self.epoch = n_samples, 0
+        # off a terminal the bars draw nothing: plain lines instead, one per little while
+        self.plain = None if err.is_terminal else plain_progress("training")
 
     def __enter__(self) -> TrainingProgress:
         self.bars.start()
+        if self.plain is not None:
+            self.plain("starting the parameter server and the workers", 0.0)
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -35,9 +41,13 @@ class TrainingProgress:
 
     def __call__(self, kind: str, data: dict[str, Any]) -> None:
         if kind == "epoch_start":
+            self.epoch = data["epoch"]
             self.bars.reset(self.sample_task, description=f"epoch {data['epoch']} samples")
         elif kind == "progress":
             self.bars.update(self.sample_task, completed=data["samples"])
+            if self.plain is not None:
+                self.plain(f"epoch {self.epoch}, {data['samples']} of {self.n_samples} samples",
+                           data["samples"] / max(1, self.n_samples))
         elif kind == "epoch_end":
             record = data["record"]
             self.bars.update(self.sample_task, completed=len(record.applied_ids))

@@ -41,7 +41,12 @@ def catalog_table() -> Table:
     return table
 
 
-def metrics_table(cluster: Cluster, metrics: dict[str, dict[str, float]]) -> Table:
+def metrics_table(cluster: Cluster, metrics: dict[str, dict[str, float]],
+                  emulated: bool = False) -> Table:
+    """The device agents' metrics; on an emulated cluster every agent runs on this host and
+    reads the host's own load and memory, so the table says so and shows them once."""
+    if emulated:
+        return _host_metrics_table(cluster, metrics)
     table = Table(title="live device metrics (from the device agents' heartbeats)")
     for col in ("device", "cpu %", "memory %", "memory used MB", "accelerator %", "age s"):
         table.add_column(col, justify="left" if col == "device" else "right")
@@ -54,6 +59,23 @@ def metrics_table(cluster: Cluster, metrics: dict[str, dict[str, float]]) -> Tab
         table.add_row(d.name, f"{m['cpu_percent']:.0f}", f"{m['memory_percent']:.0f}",
                       f"{m['memory_used_mb']:.0f}", "-" if accel is None else f"{accel:.0f}",
                       f"{m['age_seconds']:.1f}")
+    return table
+
+
+def _host_metrics_table(cluster: Cluster, metrics: dict[str, dict[str, float]]) -> Table:
+    table = Table(title="device agents (emulated on this host: their heartbeats)")
+    for col in ("device", "memory MB (file)", "heartbeat age s"):
+        table.add_column(col, justify="left" if col == "device" else "right")
+    for d in cluster.devices:
+        m = metrics.get(d.name)
+        table.add_row(d.name, str(d.memory_mb),
+                      "no report yet" if m is None else f"{m['age_seconds']:.1f}")
+    host = next(iter(metrics.values()), None)
+    table.caption = ("the devices are emulated on this host, so no device has a load or "
+                     "memory of its own to show; this host: " + (
+                         "no report yet" if host is None else
+                         f"cpu {host['cpu_percent']:.0f} %, memory {host['memory_percent']:.0f}"
+                         f" % ({host['memory_used_mb']:.0f} MB used)"))
     return table
 
 

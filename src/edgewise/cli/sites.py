@@ -12,6 +12,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from edgewise.cli.common import Address, err, out, user_errors
+from edgewise.cli.tables import compact, print_fitted
 from edgewise.cluster.model import Cluster
 from edgewise.cluster.schema import load_cluster
 from edgewise.errors import ConfigError
@@ -51,8 +52,8 @@ def sim_table(problem: SitesProblem, results: list[SimResult]) -> Table:
                 "makespan (slots)", "finished", "policy time s"):
         table.add_column(col, justify="left" if col == "policy" else "right")
     for r in results:
-        table.add_row(r.policy, f"{r.total_cost:,.1f}", f"{r.cost.latency:,.1f}",
-                      f"{r.cost.data_transfer:,.1f}", f"{r.cost.parameter_exchange:,.1f}",
+        table.add_row(r.policy, compact(r.total_cost), compact(r.cost.latency),
+                      compact(r.cost.data_transfer), compact(r.cost.parameter_exchange),
                       str(r.makespan), f"{len(problem.jobs) - len(r.unfinished)}/"
                       f"{len(problem.jobs)}", f"{r.timings['decision_seconds']:.3f}")
     return table
@@ -172,7 +173,7 @@ def simulate_command(
     if as_json:
         print(json.dumps(sim_json(problem, results)))
     else:
-        out.print(sim_table(problem, results))
+        print_fitted(sim_table(problem, results), out)
     if plot is not None:
         _plot(problem, results[0].plan, plot)
         err.print(f"schedule plot saved to {plot}")
@@ -191,7 +192,7 @@ def plan_command(scenario: Scenario = None, policy: str = PolicyOpt, seed: int =
     if as_json:
         print(json.dumps(plan_json(problem, plan)))
         return
-    out.print(plan_table(problem, plan))
+    print_fitted(plan_table(problem, plan), out)
 
 
 def run_scenario(problem: SitesProblem, policy: str, seed: int,
@@ -202,7 +203,7 @@ def run_scenario(problem: SitesProblem, policy: str, seed: int,
     (``as_json``: one JSON object, nothing else)."""
     plan = plan_schedule(problem, policy, seed=seed)
     if not as_json:
-        out.print(plan_table(problem, plan))
+        print_fitted(plan_table(problem, plan), out)
     bars = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                     TimeElapsedColumn(), console=err)
     task = bars.add_task("chunks trained", total=sum(e.chunks for e in plan.entries))
@@ -219,7 +220,7 @@ def run_scenario(problem: SitesProblem, policy: str, seed: int,
     if as_json:
         print(json.dumps({"plan": plan_json(problem, plan), "run": run_json(run)}))
         return run
-    out.print(run_table(run))
+    print_fitted(run_table(run), out)
     accuracy = ", ".join(f"{j} {a:.3f}" for j, a in run.final_accuracy.items())
     out.print(f"[bold]final validation accuracy[/]: {accuracy}; migrations {run.migrations} "
               f"(PS moves {run.ps_moves}); {run.chunks_moved} chunks moved between sites "
@@ -255,9 +256,10 @@ def run_command(scenario: Scenario = None, policy: str = PolicyOpt, seed: int = 
     run_scenario(problem, policy, seed, epochs_per_slot or None, devices, as_json, address)
 
 
-def demo_part() -> None:
+def demo_part() -> SitesRun:
     """`edgewise demo`'s Okita part (under a minute): a one-job scenario over three sites
     planned by Okita and run for real; a worker moves to another site between the slots."""
     run = run_scenario(demo_problem(), "okita", 0)
     if run.migrations < 1:
         err.print("[yellow]the plan did not move the job this time[/]")
+    return run

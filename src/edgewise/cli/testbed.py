@@ -11,6 +11,7 @@ import typer
 from rich.table import Table
 
 from edgewise.cli.common import err, out, state_dir, user_errors
+from edgewise.cli.tables import print_fitted
 from edgewise.cluster.schema import load_cluster
 from edgewise.errors import ConfigError
 from edgewise.testbed import lifecycle
@@ -95,7 +96,7 @@ def up(
                           echo=lambda line: err.print(line, highlight=False))
     registered = dict.fromkeys(record.cluster.device_names, "ALIVE")  # up checked each
     info = status(record, lifecycle.require_cgroups(), registered)
-    out.print(_nodes_table(info))
+    print_fitted(_nodes_table(info), out)
     out.print(f"up in {record.up_seconds:.1f} s; head {record.plan.head_address}; host core "
               f"= {record.plan.host.speed:g} Nano, CPU budget {record.plan.host.cpu_budget_cores:g}"
               f" cores; times measured here are {info['time_dilation']:g}x device time")
@@ -126,7 +127,7 @@ def status_command(
     if as_json:
         print(json.dumps(info, indent=1))
         return
-    out.print(_nodes_table(info))
+    print_fitted(_nodes_table(info), out)
     out.print(_latency_line(info))
 
 

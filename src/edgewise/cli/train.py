@@ -10,6 +10,8 @@ import typer
 from edgewise.cli.common import Address, err, out, state_dir, user_errors
 from edgewise.cli.progress import TrainingProgress
 from edgewise.cli.render import cluster_table, result_table
+from edgewise.cli.stages import stage
+from edgewise.cli.tables import print_fitted
 from edgewise.cluster.examples import examples_dir
 from edgewise.cluster.schema import load_cluster
 from edgewise.errors import ConfigError
@@ -44,9 +46,10 @@ def run_equal_update(cluster_file: Path, config: TrainConfig, batch_size: int,
         if device not in cluster.device_names:
             raise ConfigError(f"no device named {device!r}", field="--kill-worker")
         hooks.append(KillMidEpoch(device, epoch, N_TRAIN))
-    runtime = connect(cluster, address or None)
+    with stage("starting the cluster"):
+        runtime = connect(cluster, address or None)
     try:
-        out.print(cluster_table(cluster, runtime.stretch if runtime.emulated else None))
+        print_fitted(cluster_table(cluster, runtime.stretch if runtime.emulated else None), out)
         plan = equal_plan(cluster, N_TRAIN, batch_size)
         err.print(f"plan: equal shards {dict(plan.shards)}, batch {batch_size}, parameter "
                   f"server {plan.ps_device}, data store {plan.store_device}, {config.mode} loop")
@@ -56,7 +59,7 @@ def run_equal_update(cluster_file: Path, config: TrainConfig, batch_size: int,
                            checkpoint_dir=state_dir() / "checkpoints")
     finally:
         runtime.shutdown()
-    out.print(result_table(result))
+    print_fitted(result_table(result), out)
     return result
 
 

@@ -14,6 +14,9 @@ from rich.table import Table
 from edgewise.cli.common import Address, err, out, state_dir, user_errors, writable_folder
 from edgewise.cli.progress import TrainingProgress
 from edgewise.cli.render import result_table
+from edgewise.cli.stages import stage
+from edgewise.cli.tables import print_fitted
+from edgewise.cli.workload_models import planning_models
 from edgewise.cluster.model import Cluster, Role
 from edgewise.cluster.schema import load_cluster
 from edgewise.errors import ConfigError
@@ -164,12 +167,16 @@ def plan(file: ClusterFile, policy: str = PolicyName, state: list[str] = States,
          as_json: bool = typer.Option(False, "--json", help="print one JSON object")) -> None:
     """Plan the model update of a cluster: workers, shards, batch sizes, predicted epoch time
     and predicted pressure on each background app."""
-    _, found = _workload(workload)
-    problem, result = _plan(file, policy, state, found or samples, _name(models))
+    spec, found = _workload(workload)
+    models, note = planning_models(spec, workload, _name(models), load_cluster(file),
+                                   state_dir() / "models")
+    if note:
+        err.print(note, highlight=False)
+    problem, result = _plan(file, policy, state, found or samples, models)
     if as_json:
         print(json.dumps({**plan_json(problem, result), "models": models}))
     else:
-        out.print(plan_table(problem, result, models))
+        print_fitted(plan_table(problem, result, models), out)
 
 
 @app.command()
@@ -198,9 +205,14 @@ def run_plan(file: Path, policy: str, state: list[str], epochs: int,
     measurements."""
     workload, found = _workload(workload_file)
     samples = found or N_DIGITS
+    models, note = planning_models(workload, workload_file, models, load_cluster(file),
+                                   state_dir() / "models")
+    if note:
+        err.print(note, highlight=False)
     problem, result = _plan(file, policy, state, samples, models)
-    out.print(plan_table(problem, result, models))
-    runtime = connect(load_cluster(file), address or None)
+    print_fitted(plan_table(problem, result, models), out)
+    with stage("starting the cluster"):
+        runtime = connect(load_cluster(file), address or None)
     emulated = runtime.emulated
     config = TrainConfig(epochs=epochs, target_accuracy=target_accuracy or None,
                          workload=workload)
@@ -210,15 +222,17 @@ def run_plan(file: Path, policy: str, state: list[str], epochs: int,
                            ledger=StrikeLedger(state_dir() / "strikes.json"), events=progress)
     finally:
         runtime.shutdown()
-    out.print(result_table(done.result))
-    out.print(apps_table(done))
+    print_fitted(result_table(done.result), out)
+    print_fitted(apps_table(done), out)
     if runtime.time_dilation != 1.0:
         err.print(f"This cluster runs {runtime.time_dilation:.2f}x slower than its devices "
                   "(a testbed's time dilation): epoch seconds above are measured here, the "
                   "apps' execution times are in device time.")
     if emulated:
+        trained = workload.label if workload is not None else "the digits CNN"
         err.print(f"The plan's times are predicted by the {models} device models; the "
-                  "measured times are the emulated digits update's. On an emulated cluster "
+                  f"measured times are the emulated update's of {trained}. On an emulated "
+                  "cluster "
                   "every background app runs on this host's cores beside all the training, "
                   "so their misses measure the host's contention as much as the plan (see "
                   "docs/deep-edge.md).")
