@@ -8,7 +8,7 @@ deterministic for a seed, needs no Ray, and is how the staleness treatments were
 from __future__ import annotations
 
 import heapq
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -139,7 +139,8 @@ class _Sim:
 
 def simulate_async(workload: Workload, workers: Sequence[SimWorker], treatment: Treatment,
                    epochs: int, lr: float, seed: int = 0,
-                   schedule: str = "cosine") -> SimResult:
+                   schedule: str = "cosine",
+                   on_epoch: Callable[[int, float, float], None] | None = None) -> SimResult:
     """Train ``epochs`` asynchronous epochs; the validation accuracy and mean staleness of
     each (BatchNorm statistics re-estimated on 256 training samples before evaluating)."""
     sim = _Sim(workload, workers, treatment, lr, seed)
@@ -150,4 +151,6 @@ def simulate_async(workload: Workload, workers: Sequence[SimWorker], treatment: 
         sim.epoch()
         accs.append(sim.accuracy())
         stale.append(sim.applier.ledger.mean)
+        if on_epoch is not None:
+            on_epoch(e, accs[-1], stale[-1])
     return SimResult(tuple(accs), tuple(stale))

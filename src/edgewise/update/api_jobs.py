@@ -133,11 +133,14 @@ def _plan(spec: TrainJobSpec, ctx: JobContext) -> Planned:
 def _events(spec: TrainJobSpec, ctx: JobContext) -> Any:
     """The engine's events as the job's progress, metrics and events; stops it if asked."""
     done = [0.0]  # the fraction of the epochs completed
+    spent = [0.0]  # device seconds of the epochs completed (the accuracy curve's x)
 
     def on_event(kind: str, data: dict[str, Any]) -> None:
         if kind == "epoch_end":
             r: EpochRecord = data["record"]
             step = r.epoch + 1
+            spent[0] += r.device_seconds
+            ctx.metric("device_seconds_elapsed", spent[0], step=step)
             for name, value in (("epoch", step), ("val_accuracy", r.val_accuracy),
                                 ("samples_per_second", r.samples_per_second),
                                 ("epoch_seconds", r.wall_seconds),
