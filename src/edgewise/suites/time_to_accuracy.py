@@ -144,9 +144,10 @@ def real(ctx: BenchContext) -> Figures:
         with ctx.timings.timed("arms_seconds"):
             results = _arms(setup, ctx, set(arms))
     figures: dict[str, Any] = figures_of(results, target)
-    ctx.progress("parameter-server scaling (runtime bench)", 0.95)
-    with ctx.timings.timed("scaling_seconds"):
-        figures |= _scaling(ctx.seed, 2 if ctx.quick else 8)
+    if not ctx.option("skip_scaling"):
+        ctx.progress("parameter-server scaling (runtime bench)", 0.95)
+        with ctx.timings.timed("scaling_seconds"):
+            figures |= _scaling(ctx.seed, 2 if ctx.quick else 8)
     for key in ("tta_device_seconds",):
         ctx.timings[key] = figures.pop(key)
     return {**figures, "cluster": "deep-edge-testbed (emulated)", "time_dilation": 1.0,
@@ -188,7 +189,9 @@ SPEC = BenchSpec(
              BenchOption("target", 0.9, "the target validation accuracy", kind="float",
                          minimum=0.0, maximum=1.0),
              BenchOption("arms", None, "comma-separated arms to run (default: all six)",
-                         kind="str")),
+                         kind="str"),
+             BenchOption("skip_scaling", False, "leave out the parameter-server scaling "
+                         "runs", kind="bool")),
     labels={"tta_device_seconds": "emulated devices on one host (time dilation 1)",
             "ps_scaling_efficiency_3_workers": "ratio of two wall-clock throughputs in the "
                                                "same run (three emulated Nanos, digits)"},
