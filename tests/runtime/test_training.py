@@ -50,6 +50,10 @@ def test_async_training_accounts_every_sample_once(runtime: RayRuntime, tmp_path
     assert [r.epoch for r in result.epochs] == [0, 1, 2]
     _assert_each_sample_once(result)
     assert result.epochs[-1].val_accuracy > 0.8
+    assert all(r.device_seconds == r.wall_seconds for r in result.epochs)  # emulated: dilation 1
+    assert max(r.staleness_max for r in result.epochs) >= 1  # three workers push concurrently
+    assert result.time_to_accuracy(0.0) == result.epochs[0].device_seconds
+    assert result.time_to_accuracy(1.01) is None
     assert result.interruptions == ()
     assert sum(result.shipped_bytes.values()) > 0
     assert all(t["wire_bytes"] > 0 for t in result.transport_bytes.values())
@@ -74,13 +78,17 @@ def test_a_resumed_job_trains_only_the_epochs_after_its_checkpoint(
         "epoch-0000.ewt", "epoch-0001.ewt", "epoch-0002.ewt"]
 
 
-def test_sync_training_with_unequal_shards(runtime: RayRuntime) -> None:
+def test_sync_training_with_unequal_shards_takes_balanced_steps(runtime: RayRuntime) -> None:
     plan = equal_plan(runtime.cluster, len(TRAIN_IDS))
     shards = {"nano-0": 700, "nano-1": 500, "nano-2": 237}
     plan = type(plan)(shards, plan.batch_sizes, plan.ps_device, plan.store_device)
     result = train(runtime, _config(mode="sync", epochs=2), plan)
     _assert_each_sample_once(result)
     assert result.epochs[-1].val_accuracy > 0.6
+    for record in result.epochs:  # balanced steps: every worker the same number, none left
+        steps = {w: s["steps"] for w, s in record.worker_stats.items()}
+        assert set(steps.values()) == {round(1437 / 96)}, steps
+        assert record.staleness_mean == 0 and record.staleness_max == 0
 
 
 class _KillMidEpoch:

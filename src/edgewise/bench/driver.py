@@ -52,13 +52,16 @@ def run_bench(spec: BenchSpec, *, seed: int = 0, quick: bool = False,
     timings = Timings()
     ctx = BenchContext(seed, quick, chosen, within(progress, 0.0, split), timings)
     figures: Figures = {} if spec.simulated is None else load_part(spec.simulated)(ctx)
-    if spec.plots is not None and plots_dir is not None:
+    if spec.plots is not None and plots_dir is not None and spec.simulated is not None:
         progress("plots", split)
         figures.update(_plots(spec, {**figures, "timings": dict(timings)}, plots_dir))
     if real:
         assert spec.real is not None
         ctx.progress = within(progress, split, 1.0)
         figures.update(load_part(spec.real)(ctx))
+    if spec.plots is not None and plots_dir is not None and spec.simulated is None:
+        # a real-only bench plots what it measured
+        figures.update(_plots(spec, {**figures, "timings": dict(timings)}, plots_dir))
     timings["bench_seconds"] = time.perf_counter() - started
     progress("done", 1.0)
     return _assemble(spec, figures, timings)

@@ -36,6 +36,7 @@ BENCHES: dict[str, str] = {
     "testbed": "edgewise.suites.testbed:SPEC",
     "workloads": "edgewise.suites.workloads:SPEC",
     "manager": "edgewise.service.loadbench:SPEC",
+    "time-to-accuracy": "edgewise.suites.time_to_accuracy:SPEC",
 }
 """Benchmark name → its spec (``"module:NAME"``)."""
 
@@ -55,6 +56,8 @@ LISTING: dict[str, str] = {
                "clients.",
     "workloads": "Your own model and data: MobileNetV2 through a Deep-Edge plan, engine "
                  "overhead, pipelined outputs, bad workloads refused.",
+    "time-to-accuracy": "Time to accuracy: edgewise's loops under deep-edge and fair plans "
+                        "against Ray Train's DDP and one device alone.",
 }
 """One line per benchmark for ``edgewise bench --help``, so that listing them imports no
 spec (specs import torch or Ray); the command's own help is its spec's title."""

@@ -82,10 +82,12 @@ def _host_metrics_table(cluster: Cluster, metrics: dict[str, dict[str, float]]) 
 def result_table(result: TrainResult) -> Table:
     table = Table(title=f"model update {result.job_id}: {len(result.epochs)} epochs in "
                         f"{result.seconds:.1f} s, {len(result.interruptions)} interruption(s)")
-    for col in ("epoch", "workers", "val accuracy", "epoch s", "samples/s", "samples trained"):
+    for col in ("epoch", "workers", "val accuracy", "epoch s", "device s", "samples/s",
+                "samples trained", "staleness mean/max"):
         table.add_column(col, justify="left" if col == "workers" else "right")
     for r in result.epochs:
         table.add_row(str(r.epoch), ", ".join(r.workers), f"{r.val_accuracy:.3f}",
-                      f"{r.wall_seconds:.2f}", f"{r.samples_per_second:.0f}",
-                      str(len(r.applied_ids)))
+                      f"{r.wall_seconds:.2f}", f"{r.device_seconds:.2f}",
+                      f"{r.samples_per_second:.0f}", str(len(r.applied_ids)),
+                      f"{r.staleness_mean:.2f}/{r.staleness_max}")
     return table

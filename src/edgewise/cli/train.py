@@ -8,6 +8,7 @@ from typing import Annotated, Any
 import typer
 
 from edgewise.cli.common import Address, err, out, state_dir, user_errors
+from edgewise.cli.loop_opts import ModeOpt, TargetOpt, checked_mode, reached_line
 from edgewise.cli.progress import TrainingProgress
 from edgewise.cli.render import cluster_table, result_table
 from edgewise.cli.stages import stage
@@ -15,6 +16,7 @@ from edgewise.cli.tables import print_fitted
 from edgewise.cluster.examples import examples_dir
 from edgewise.cluster.schema import load_cluster
 from edgewise.errors import ConfigError
+from edgewise.nn.workload import load_workload, validate
 from edgewise.runtime.engine import TrainResult, train
 from edgewise.runtime.faults import KillMidEpoch
 from edgewise.runtime.health import StrikeLedger
@@ -37,36 +39,41 @@ def _parse_kill(spec: str) -> tuple[str, int]:
 def run_equal_update(cluster_file: Path, config: TrainConfig, batch_size: int,
                      kill: str | None, ledger_path: Path | None,
                      address: str | None = None) -> TrainResult:
-    """Emulate the cluster (or join it at ``address``), train with equal shards, show
-    progress; the result."""
+    """Emulate the cluster (or join it at ``address``), train the config's workload with
+    equal shards, show progress and, with a target accuracy, when it was reached; the
+    result."""
     cluster = load_cluster(cluster_file)
+    samples = N_TRAIN if config.workload is None else validate(
+        config.workload, seed=config.seed).train_samples
     hooks: list[Any] = []
     if kill:
         device, epoch = _parse_kill(kill)
         if device not in cluster.device_names:
             raise ConfigError(f"no device named {device!r}", field="--kill-worker")
-        hooks.append(KillMidEpoch(device, epoch, N_TRAIN))
+        hooks.append(KillMidEpoch(device, epoch, samples))
     with stage("starting the cluster"):
         runtime = connect(cluster, address or None)
     try:
         print_fitted(cluster_table(cluster, runtime.stretch if runtime.emulated else None), out)
-        plan = equal_plan(cluster, N_TRAIN, batch_size)
+        plan = equal_plan(cluster, samples, batch_size)
         err.print(f"plan: equal shards {dict(plan.shards)}, batch {batch_size}, parameter "
                   f"server {plan.ps_device}, data store {plan.store_device}, {config.mode} loop")
         ledger = StrikeLedger(ledger_path)
-        with TrainingProgress(config.epochs, N_TRAIN, *hooks) as progress:
+        with TrainingProgress(config.epochs, samples, *hooks) as progress:
             result = train(runtime, config, plan, ledger=ledger, events=progress,
                            checkpoint_dir=state_dir() / "checkpoints")
     finally:
         runtime.shutdown()
     print_fitted(result_table(result), out)
+    if config.target_accuracy is not None:
+        err.print(reached_line(result, config.target_accuracy))
     return result
 
 
 @user_errors
 def train_command(
     file: Annotated[Path, typer.Argument(help="cluster YAML file")],
-    mode: str = typer.Option("async", help="async or sync parameter-server loop"),
+    mode: str = ModeOpt,
     epochs: int = typer.Option(8, min=1, max=1000),
     batch_size: int = typer.Option(32, min=1, max=4096),
     learning_rate: float = typer.Option(0.003, min=1e-6, max=10.0),
@@ -74,11 +81,15 @@ def train_command(
     kill_worker: str = typer.Option("", help="inject a crash: kill DEVICE's worker in EPOCH, "
                                              "as DEVICE@EPOCH"),
     address: str = Address,
+    workload: Path | None = typer.Option(None, "--workload", help="a workload YAML (your "
+                                         "model and data, docs/workloads.md); default: the "
+                                         "digits CNN"),
+    target_accuracy: float = TargetOpt,
 ) -> None:
-    """Run a real data-parallel model update (digits CNN) with equal shards."""
-    if mode not in ("async", "sync"):
-        raise ConfigError("must be async or sync", field="--mode")
-    config = TrainConfig(mode=mode, epochs=epochs, learning_rate=learning_rate,  # type: ignore[arg-type]
-                         seed=seed)
+    """Run a real data-parallel model update (the digits CNN, or --workload) with equal
+    shards; report each epoch's accuracy, device seconds and staleness."""
+    config = TrainConfig(mode=checked_mode(mode), epochs=epochs, learning_rate=learning_rate,
+                         seed=seed, workload=load_workload(workload) if workload else None,
+                         target_accuracy=target_accuracy or None)
     run_equal_update(file, config, batch_size, kill_worker or None, state_dir() / "strikes.json",
                      address)

@@ -12,6 +12,7 @@ import typer
 from rich.table import Table
 
 from edgewise.cli.common import Address, err, out, state_dir, user_errors, writable_folder
+from edgewise.cli.loop_opts import ModeOpt, checked_mode, reached_line
 from edgewise.cli.progress import TrainingProgress
 from edgewise.cli.render import result_table
 from edgewise.cli.stages import stage
@@ -23,7 +24,7 @@ from edgewise.errors import ConfigError
 from edgewise.nn.workload import Workload, load_workload, validate
 from edgewise.perf.schema import PerfModel
 from edgewise.runtime.health import StrikeLedger
-from edgewise.runtime.plan import TrainConfig
+from edgewise.runtime.plan import Mode, TrainConfig
 from edgewise.runtime.ray_cluster import connect
 from edgewise.update.api_schemas import CALIBRATED, NAME_PATTERN
 from edgewise.update.policies import REGISTRY
@@ -186,11 +187,12 @@ def run(file: ClusterFile, policy: str = PolicyName, state: list[str] = States,
         target_accuracy: float = typer.Option(0.0, min=0.0, max=1.0,
                                               help="stop early at this accuracy (0: off)"),
         workload: Path | None = WorkloadOpt, address: str = Address,
-        models: str = ModelsOpt) -> None:
+        models: str = ModelsOpt, mode: str = ModeOpt) -> None:
     """Plan with POLICY, then run the update on the cluster (emulated, or joined with
     --address) with every background app really running, training the digits CNN or, with
     --workload, your model on your data; report epochs and each app's deadline misses."""
-    run_plan(file, policy, state, epochs, target_accuracy, address, workload, _name(models))
+    run_plan(file, policy, state, epochs, target_accuracy, address, workload, _name(models),
+             checked_mode(mode))
 
 
 # A Nano under CPU and GPU stress: SIFT meets its deadline idle (175 ms) but not with training.
@@ -199,7 +201,8 @@ DEMO_STATE = "nano-2=65,75,30"
 
 def run_plan(file: Path, policy: str, state: list[str], epochs: int,
              target_accuracy: float, address: str | None = None,
-             workload_file: Path | None = None, models: str = CALIBRATED) -> UpdateRun:
+             workload_file: Path | None = None, models: str = CALIBRATED,
+             mode: Mode = "async") -> UpdateRun:
     """Plan (with the performance models ``models``), show the plan, run it with the
     background apps (on the emulated cluster, or the one at ``address``), show the
     measurements."""
@@ -215,7 +218,7 @@ def run_plan(file: Path, policy: str, state: list[str], epochs: int,
         runtime = connect(load_cluster(file), address or None)
     emulated = runtime.emulated
     config = TrainConfig(epochs=epochs, target_accuracy=target_accuracy or None,
-                         workload=workload)
+                         workload=workload, mode=mode)
     try:
         with TrainingProgress(epochs, samples) as progress:
             done = execute(runtime, problem, result, config=config,
@@ -223,6 +226,8 @@ def run_plan(file: Path, policy: str, state: list[str], epochs: int,
     finally:
         runtime.shutdown()
     print_fitted(result_table(done.result), out)
+    if target_accuracy:
+        err.print(reached_line(done.result, target_accuracy))
     print_fitted(apps_table(done), out)
     if runtime.time_dilation != 1.0:
         err.print(f"This cluster runs {runtime.time_dilation:.2f}x slower than its devices "

@@ -75,6 +75,14 @@ class DataStore:
         everything = np.arange(self.source.size("val"), dtype=np.int64)
         return [self._frame("val", part) for part in chunks(everything, self.chunk_samples())]
 
+    def calibration(self, samples: int, seed: int) -> list[bytes]:
+        """A seeded random ``samples`` of the training set as chunk frames: the few batches
+        the parameter server re-estimates BatchNorm statistics on."""
+        n = self.source.size("train")
+        rng = np.random.default_rng([seed, 0xB7])
+        picked = np.sort(rng.choice(n, size=min(samples, n), replace=False)).astype(np.int64)
+        return [self._frame("train", part) for part in chunks(picked, self.chunk_samples())]
+
     def shipped(self) -> dict[str, int]:
         return dict(self.shipped_bytes)
 

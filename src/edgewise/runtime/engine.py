@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,16 +33,24 @@ from edgewise.runtime.plan import TrainConfig, TrainPlan, equal_plan
 from edgewise.runtime.ray_cluster import RayRuntime
 from edgewise.wire.frames import TransportError, decode
 
-__all__ = ["EpochRecord", "Interruption", "TrainResult", "latest_checkpoint", "train"]
+__all__ = ["CALIBRATION_SAMPLES", "EpochRecord", "Interruption", "TrainResult",
+           "latest_checkpoint", "time_to_accuracy", "train"]
 
 STORE_RESTARTS = 3
 Replan = Callable[[Cluster, int, TrainPlan], TrainPlan]
 Events = Callable[[str, dict[str, Any]], None]
 
 
+#: Training samples the parameter server re-estimates BatchNorm statistics on.
+CALIBRATION_SAMPLES = 256
+
+
 @dataclass(frozen=True, slots=True)
 class EpochRecord:
-    """One completed epoch: accuracy, timing, and the ids of the samples it trained."""
+    """One completed epoch: its validation metric (``val_accuracy``, the workload's metric),
+    its time in wall seconds here and in device seconds (wall ÷ the runtime's time
+    dilation; equal on emulated clusters), the staleness of the updates it applied (mean
+    and max, in server versions) and the ids of the samples it trained."""
 
     epoch: int
     val_accuracy: float
@@ -52,6 +60,20 @@ class EpochRecord:
     applied_ids: NDArray[np.int64] = field(repr=False)
     worker_stats: dict[str, dict[str, float]] = field(repr=False, default_factory=dict)
     server_seconds: float = 0.0  # the parameter server's time serving async pushes
+    device_seconds: float = 0.0
+    staleness_mean: float = 0.0
+    staleness_max: int = 0
+
+
+def time_to_accuracy(epochs: Sequence[EpochRecord], target: float) -> float | None:
+    """Device seconds of training until the first epoch whose validation metric reached
+    ``target`` (the sum of the device seconds of the epochs up to it); None if none did."""
+    spent = 0.0
+    for r in epochs:
+        spent += r.device_seconds
+        if r.val_accuracy >= target:
+            return spent
+    return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +104,10 @@ class TrainResult:
     @property
     def val_accuracy(self) -> float:
         return self.epochs[-1].val_accuracy if self.epochs else float("nan")
+
+    def time_to_accuracy(self, target: float) -> float | None:
+        """Device seconds until validation accuracy first reached ``target``, or None."""
+        return time_to_accuracy(self.epochs, target)
 
 
 def _default_replan(cluster: Cluster, n_samples: int, previous: TrainPlan) -> TrainPlan:
@@ -150,7 +176,9 @@ class _Job:
             self.checkpoint = out["checkpoint"]
             self.checkpoint_path = _save(self.checkpoint_dir, epoch, out["checkpoint"])
             record = EpochRecord(epoch, out["val_accuracy"], wall, len(ids) / wall,
-                                 attempt.plan.workers, ids, stats, out.get("push_seconds", 0.0))
+                                 attempt.plan.workers, ids, stats, out.get("push_seconds", 0.0),
+                                 wall / self.runtime.time_dilation, out["staleness_mean"],
+                                 int(out["staleness_max"]))
             self.records.append(record)
             self.events("epoch_end", {"epoch": epoch, "record": record})
             if self._reached_target():
@@ -232,6 +260,8 @@ def _attempts(job: _Job, plan: TrainPlan, store: Any, monitor: Any, replan: Repl
     plan.validate(runtime.cluster, n_samples)
     validation: list[bytes] = ray.get(store.validation.remote())
     chunk_samples: int = ray.get(store.chunk_samples.remote())
+    calibration: list[bytes] = ray.get(store.calibration.remote(CALIBRATION_SAMPLES,
+                                                                config.seed))
     struck = ledger.struck_out(plan.workers)
     if struck:  # three strikes already: this job's first plan must do without them
         plan = replan(runtime.cluster.without(ledger.struck_out()), n_samples, plan)
@@ -243,7 +273,8 @@ def _attempts(job: _Job, plan: TrainPlan, store: Any, monitor: Any, replan: Repl
         try:  # a member lost while the shards load is a fault like any other
             attempt = launch(runtime, config, plan, job.job_id, restart, monitor, store,
                              positions, validation, job.checkpoint, job.events,
-                             workload=job.workload, chunk_samples=chunk_samples)
+                             workload=job.workload, chunk_samples=chunk_samples,
+                             calibration=calibration)
             job.run_attempt(attempt)
             return plan
         except Interrupted as lost:

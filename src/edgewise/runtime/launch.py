@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -13,10 +13,12 @@ from ray.exceptions import RayError
 from edgewise.cluster.model import Link
 from edgewise.errors import ConfigError
 from edgewise.nn.workload import Workload
+from edgewise.runtime.balance import balanced_steps
 from edgewise.runtime.monitor import MONITOR_NAME, HealthMonitor
 from edgewise.runtime.plan import TrainConfig, TrainPlan
 from edgewise.runtime.ps import ParameterServer
 from edgewise.runtime.ray_cluster import RayRuntime
+from edgewise.runtime.staleness import Treatment
 from edgewise.runtime.worker import Worker
 
 __all__ = ["PS_PROBE_S", "Attempt", "Interrupted", "MemberSpec", "await_all", "launch",
@@ -81,48 +83,65 @@ class MemberSpec:
     heartbeat_s: float
     lr_schedule: str = "constant"
     epochs: int = 1
+    treatment: Treatment = field(default_factory=Treatment)
 
     @staticmethod
     def of(config: TrainConfig, workload: Workload | None = None) -> MemberSpec:
-        """The members of a training-engine run (``workload``: default the config's)."""
+        """The members of a training-engine run (``workload``: default the config's); the
+        ``async`` loop's server treats staleness with ``config.staleness``."""
+        treatment = Treatment(config.staleness if config.mode == "async" else "none")
         return MemberSpec(workload or config.resolved_workload(), config.seed,
                           config.optimizer, config.learning_rate, config.momentum,
                           config.compression, config.worker_memory_mb, config.heartbeat_s,
-                          config.lr_schedule, config.epochs)
+                          config.lr_schedule, config.epochs, treatment)
 
 
 def start_ps(runtime: RayRuntime, spec: MemberSpec, device: str, name: str,
-             validation: bytes | list[bytes], checkpoint: bytes | None = None) -> Any:
+             validation: bytes | list[bytes], checkpoint: bytes | None = None,
+             calibration: list[bytes] | None = None) -> Any:
     """A parameter server called ``name`` pinned to ``device``, restored from ``checkpoint``
-    when one is given (a new attempt, or a server moved to another device)."""
+    when one is given (a new attempt, or a server moved to another device); ``calibration``:
+    a few training batches to re-estimate BatchNorm statistics on before each evaluation."""
     options = runtime.actor_options(device, spec.memory_mb, name)
     return ParameterServer.options(**options).remote(  # type: ignore[attr-defined]
         spec.model, spec.seed, spec.optimizer, spec.learning_rate, spec.momentum,
         runtime.stretch[device], validation, checkpoint, spec.compression,
-        schedule=spec.lr_schedule, epochs=spec.epochs)
+        schedule=spec.lr_schedule, epochs=spec.epochs, treatment=spec.treatment,
+        calibration=calibration)
 
 
 def start_worker(runtime: RayRuntime, spec: MemberSpec, device: str, name: str, *, ps: Any,
                  ps_link: Link, store_link: Link, batch_size: int, monitor: Any,
-                 sync: bool) -> Any:
+                 sync: bool, steps: int = 0) -> Any:
     """A worker called ``name`` pinned to ``device``, talking to ``ps`` and to its data store
-    over the given (emulated) links; it loads its shard when told to."""
+    over the given (emulated) links; it loads its shard when told to. ``steps > 0``: it
+    makes that many steps an epoch (balanced synchronous steps)."""
     options = runtime.actor_options(device, spec.memory_mb, name)
     return Worker.options(**options).remote(  # type: ignore[attr-defined]
         name, device, spec.model, spec.seed, batch_size, runtime.stretch[device],
         runtime.cluster.device(device).memory_mb, ps, ps_link, store_link, monitor,
-        spec.heartbeat_s, sync, spec.compression)
+        spec.heartbeat_s, sync, spec.compression, steps)
 
 
 def launch(runtime: RayRuntime, config: TrainConfig, plan: TrainPlan, job_id: str,
            attempt: int, monitor: Any, store: Any, positions: dict[str, np.ndarray],
            validation: bytes | list[bytes], checkpoint: bytes | None, events: Any, *,
-           workload: Workload | None = None, chunk_samples: int | None = None) -> Attempt:
+           workload: Workload | None = None, chunk_samples: int | None = None,
+           calibration: list[bytes] | None = None) -> Attempt:
     """Start the parameter server and one worker per planned device; ship the shards in
-    chunks of ``chunk_samples``. ``workload`` defaults to the config's."""
+    chunks of ``chunk_samples``. ``workload`` defaults to the config's. The ``sync`` loop
+    runs balanced steps (``runtime.balance``), its learning rate scaled to their global
+    batch."""
     spec = MemberSpec.of(config, workload)
+    batches, steps = dict(plan.batch_sizes), 0
+    if config.mode == "sync":
+        balanced = balanced_steps(plan.shards, plan.batch_sizes, config.optimizer)
+        batches, steps = dict(balanced.batch_sizes), balanced.steps
+        spec = replace(spec, learning_rate=spec.learning_rate * balanced.lr_factor)
+        events("balanced", {"steps": steps, "batch_sizes": batches,
+                            "lr_factor": balanced.lr_factor})
     ps_name = f"ps-{job_id}-{attempt}"
-    ps = start_ps(runtime, spec, plan.ps_device, ps_name, validation, checkpoint)
+    ps = start_ps(runtime, spec, plan.ps_device, ps_name, validation, checkpoint, calibration)
     run = Attempt(plan, ps, ps_name, {}, monitor)
     for w in plan.workers:
         name = f"worker-{job_id}-{attempt}-{w}"
@@ -130,7 +149,7 @@ def launch(runtime: RayRuntime, config: TrainConfig, plan: TrainPlan, job_id: st
         run.workers[w] = start_worker(
             runtime, spec, w, name, ps=ps, ps_link=runtime.transport_link(w, plan.ps_device),
             store_link=runtime.transport_link(w, plan.store_device),
-            batch_size=plan.batch_sizes[w], monitor=monitor, sync=config.mode == "sync")
+            batch_size=batches[w], monitor=monitor, sync=config.mode == "sync", steps=steps)
     loads = {w: h.load_shard.remote(store, positions[w], chunk_samples)
              for w, h in run.workers.items()}
     try:

@@ -9,8 +9,17 @@ from typing import Literal
 from edgewise.cluster.model import Cluster, Role
 from edgewise.errors import ConfigError
 from edgewise.nn.workload import Workload, builtin_workload
+from edgewise.runtime.staleness import TreatmentName
 
-__all__ = ["TrainConfig", "TrainPlan", "equal_plan"]
+__all__ = ["DEFAULT_STALENESS", "MODES", "Mode", "TrainConfig", "TrainPlan", "equal_plan"]
+
+#: The loops: ``async`` (asynchronous, with the staleness treatment ``TrainConfig.staleness``),
+#: ``async-paper`` (Deep-Edge's own: push after every batch, pull before the next, every
+#: gradient applied as it arrives), ``sync`` (load-balanced synchronous steps).
+Mode = Literal["async", "async-paper", "sync"]
+MODES: tuple[Mode, ...] = ("async", "async-paper", "sync")
+#: The staleness treatment of the ``async`` loop, chosen by measurement (docs/runtime.md).
+DEFAULT_STALENESS: TreatmentName = "staleness-lr"
 
 
 @dataclass(frozen=True, slots=True)
@@ -22,7 +31,8 @@ class TrainConfig:
 
     model: str = "digits-cnn"
     workload: Workload | None = None
-    mode: Literal["async", "sync"] = "async"
+    mode: Mode = "async"
+    staleness: TreatmentName = DEFAULT_STALENESS  # the async loop's treatment
     epochs: int = 8
     optimizer: Literal["adam", "sgd"] = "adam"
     learning_rate: float = 0.003
@@ -35,6 +45,11 @@ class TrainConfig:
     worker_memory_mb: int = 1024
     target_accuracy: float | None = None  # stop early once validation accuracy reaches it
     chunk_bytes: int = 4 << 20  # the data store ships shards in frames of about this size
+
+    def __post_init__(self) -> None:
+        if self.mode not in MODES:
+            raise ConfigError(f"must be one of {', '.join(MODES)}, got {self.mode!r}",
+                              field="mode")
 
     def resolved_workload(self) -> Workload:
         """The workload to train: ``workload``, else ``model`` on digits."""

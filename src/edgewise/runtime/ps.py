@@ -13,7 +13,9 @@ import torch
 
 from edgewise.nn.models import make_optimizer
 from edgewise.nn.workload import Workload, build_model, builtin_workload, metric_hits
+from edgewise.runtime.asyncapply import StaleApplier
 from edgewise.runtime.emulation import emulated_compute
+from edgewise.runtime.staleness import Treatment
 from edgewise.runtime.trainstate import FlatState, Frame, Pushed, mean_pushes, read_frames
 from edgewise.wire.frames import decode, encode, to_torch
 
@@ -42,7 +44,9 @@ class ParameterServer:
     def __init__(self, model: str | Workload, seed: int, optimizer: str, lr: float,
                  momentum: float, stretch: float, validation: bytes | list[bytes],
                  checkpoint: bytes | None = None, compression: str = "lz4", *,
-                 schedule: str = "constant", epochs: int = 1) -> None:
+                 schedule: str = "constant", epochs: int = 1,
+                 treatment: Treatment | None = None,
+                 calibration: list[bytes] | None = None) -> None:
         torch.set_num_threads(1)
         self.base_lr, self.schedule, self.total_epochs = lr, schedule, max(epochs, 1)
         self.workload = builtin_workload(model) if isinstance(model, str) else model
@@ -56,8 +60,13 @@ class ParameterServer:
         frames = [validation] if isinstance(validation, bytes) else list(validation)
         val = read_frames(frames, self.workload)
         self.val_x, self.val_y = torch.from_numpy(val.x), torch.from_numpy(val.y)
+        calib = read_frames(calibration, self.workload) if calibration else None
+        self.calib_x = torch.from_numpy(calib.x) if calib is not None else None
+        self.applier = StaleApplier(treatment or Treatment(), self.flat, self.opt)
+        self.lr_now = lr
+        self.clock: dict[str, int] = {}  # pushes per worker this epoch (SSP's clocks)
         self.lock = threading.Condition()
-        self.epoch, self.updates, self.samples_this_epoch = 0, 0, 0
+        self.epoch, self.samples_this_epoch = 0, 0
         self.applied: list[np.ndarray] = []
         self.active: set[str] = set()
         self.pending: dict[str, Pushed] = {}
@@ -90,6 +99,11 @@ class ParameterServer:
                     out[f"o.{state}.{key}"] = value
         return out
 
+    @property
+    def updates(self) -> int:
+        """The server's version: the updates it has applied."""
+        return self.applier.ledger.version
+
     def _weights(self) -> Frame:
         """The current weights frame, encoded once per update (pulls and sync replies share
         it); a uint8 array, which Ray hands over without copying it into a bytes object."""
@@ -98,37 +112,56 @@ class ParameterServer:
             self.cached = (self.updates, np.frombuffer(frame, np.uint8))
         return self.cached[1]
 
-    def _apply(self, flats: dict[str, torch.Tensor]) -> None:
-        """One optimiser step with the pushed gradients; adopt the pushed buffers."""
+    def _apply(self, flats: dict[str, torch.Tensor], lr_factor: float = 1.0) -> None:
+        """One optimiser step with the pushed gradients (its learning rate times
+        ``lr_factor``); adopt the pushed buffers. The version was advanced by the ledger."""
         with emulated_compute(self.stretch):
             self.flat.apply_push(flats)
+            for group in self.opt.param_groups:
+                group["lr"] = self.lr_now * lr_factor
             self.opt.step()
-        self.updates += 1
 
     def begin_epoch(self, epoch: int, workers: list[str]) -> None:
         with self.lock:
-            for group in self.opt.param_groups:
-                group["lr"] = epoch_lr(self.base_lr, self.schedule, epoch, self.total_epochs)
+            self.lr_now = epoch_lr(self.base_lr, self.schedule, epoch, self.total_epochs)
             self.epoch, self.applied, self.samples_this_epoch = epoch, [], 0
             self.push_seconds = 0.0
+            self.applier.ledger.reset()
+            self.clock = dict.fromkeys(workers, 0)
             self.active, self.pending = set(workers), {}
             self.step_done = self.pending_step = -1
 
-    def pull(self) -> Frame:
+    def pull(self, worker: str = "") -> Frame:
         with self.lock:
+            self.applier.hand_out(worker)
             return self._weights()
 
-    def push_async(self, frame: Frame) -> Frame:
-        """Apply one worker's gradients at once and return the new weights (async loop)."""
+    def push_async(self, frame: Frame, worker: str = "") -> Frame:
+        """Apply one worker's gradients at once, under the staleness treatment, and return
+        the new weights (async loop). Under SSP the reply waits while ``worker`` is more
+        than the bound's clocks ahead of the slowest worker still in the epoch."""
         started = time.perf_counter()
         pushed = self.flat.read_push(frame)
         with self.lock:
-            self._apply(pushed.flats)
+            flats, factor = self.applier.treat(pushed)
+            before = {k: v.clone() for k, v in self.flat.flats.items()
+                      if k.startswith("p.")} if self.applier.treatment.name == "gap-aware" else {}
+            self._apply(flats, factor)
+            self.applier.observe_step(before)
             self.applied.append(pushed.ids)
             self.samples_this_epoch += len(pushed.ids)
-            weights = self._weights()
             self.push_seconds += time.perf_counter() - started
-            return weights
+            if self.applier.treatment.name == "ssp" and worker in self.clock:
+                self.clock[worker] += 1
+                self.lock.notify_all()
+                self.lock.wait_for(lambda: self._within_bound(worker))
+            self.applier.hand_out(worker)
+            return self._weights()
+
+    def _within_bound(self, worker: str) -> bool:
+        active = [c for w, c in self.clock.items() if w in self.active]
+        return worker not in self.active or not active or \
+            self.clock[worker] - min(active) <= self.applier.treatment.ssp_bound
 
     def push_sync(self, worker: str, step: int, frame: Frame) -> Frame:
         """Wait until every active worker pushed for ``step``, apply their sample-weighted
@@ -147,19 +180,36 @@ class ParameterServer:
         with self.lock:
             self.active.discard(worker)
             self._maybe_step()
+            self.lock.notify_all()
 
     def _maybe_step(self) -> None:
         if not self.pending or not self.active.issubset(self.pending):
             return
         pushes = list(self.pending.values())
         total = sum(len(p.ids) for p in pushes)
+        version = self.updates
+        self.applier.ledger.step(version if p.base < 0 else min(p.base, version) for p in pushes)
         self._apply(mean_pushes(pushes))
         self.samples_this_epoch += total
         self.pending, self.step_done = {}, self.pending_step
         self.lock.notify_all()
 
+    def _recalibrate(self) -> bool:
+        """Re-estimate the BatchNorm statistics for the current weights on the few training
+        batches the server holds (torch's ``update_bn``: running means and variances reset,
+        then averaged over the batches); False if the model has none or there is no data."""
+        has_bn = any(isinstance(m, torch.nn.modules.batchnorm._BatchNorm)
+                     and m.track_running_stats for m in self.model.modules())
+        if not has_bn or self.calib_x is None or not len(self.calib_x):
+            return False
+        batches = [self.calib_x[i : i + _EVAL_BATCH]
+                   for i in range(0, len(self.calib_x), _EVAL_BATCH)]
+        torch.optim.swa_utils.update_bn(batches, self.model)
+        return True
+
     def _accuracy(self) -> float:
         """The workload's metric on the validation set, in eval mode, in batches."""
+        self._recalibrate()
         self.model.eval()
         hits = 0
         with torch.no_grad():
@@ -186,4 +236,6 @@ class ParameterServer:
             return {"epoch": self.epoch, "val_accuracy": accuracy, "checkpoint": checkpoint,
                     "applied_ids": encode({"ids": ids}), "updates": self.updates,
                     "push_seconds": self.push_seconds,
+                    "staleness_mean": self.applier.ledger.mean,
+                    "staleness_max": self.applier.ledger.max,
                     "validation_seconds": time.perf_counter() - t0}

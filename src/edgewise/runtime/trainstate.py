@@ -86,6 +86,7 @@ class Pushed:
 
     flats: dict[str, torch.Tensor]
     ids: NDArray[np.int64]
+    base: int = -1  # the server version the gradients were computed on (-1: not sent)
 
 
 class FlatState:
@@ -154,12 +155,14 @@ class FlatState:
         """Parameters and buffers (what a pull returns)."""
         return self._frame(self.flats, compression, meta)
 
-    def gradients_frame(self, ids: NDArray[np.int64], compression: Codec) -> bytes:
+    def gradients_frame(self, ids: NDArray[np.int64], compression: Codec,
+                        base: int | None = None) -> bytes:
         """Gradients, the buffers' change since the last pull and the trained samples' ids
-        (what a push sends)."""
+        (what a push sends); ``base``: the server version the weights came from."""
         buffers = {k: self.flats[k] - pulled for k, pulled in self.pulled.items()}
+        meta = {} if base is None else {"base": int(base)}
         return self._frame({**self.grads, **buffers, "ids": torch.from_numpy(ids)},
-                           compression, {})
+                           compression, meta)
 
     def _check(self, decoded: Decoded, keys: Iterable[str]) -> None:
         sizes = decoded.meta.get("sizes", {})
@@ -190,7 +193,7 @@ class FlatState:
             raise TransportError("a gradients frame carries the ids of its samples")
         owned = to_torch(decoded)
         ids = owned.pop("ids").numpy().astype(np.int64, copy=False)
-        return Pushed(owned, ids)
+        return Pushed(owned, ids, int(decoded.meta.get("base", -1)))
 
     def apply_push(self, flats: Mapping[str, torch.Tensor]) -> None:
         """Set the gradients a push carried (before a step) and add its buffer changes."""

@@ -15,6 +15,7 @@ import torch
 
 from edgewise.cluster.model import Link
 from edgewise.nn.workload import Workload, build_network, builtin_workload, loss
+from edgewise.runtime.balance import epoch_batches
 from edgewise.runtime.datastore import chunks
 from edgewise.runtime.emulation import emulated_compute
 from edgewise.runtime.heartbeat import Heartbeat
@@ -40,11 +41,13 @@ class Worker:
     def __init__(self, name: str, device: str, model: str | Workload, seed: int, batch_size: int,
                  stretch: float, memory_cap_mb: int, ps: Any, ps_link: Link,
                  store_link: Link, monitor: Any, heartbeat_s: float, sync: bool,
-                 compression: str = "lz4") -> None:
+                 compression: str = "lz4", steps: int = 0) -> None:
         torch.set_num_threads(1)
         self.name, self.device, self.seed, self.batch = name, device, seed, batch_size
         self.stretch, self.memory_cap_mb, self.sync = stretch, memory_cap_mb, sync
         self.ps, self.compression = ps, compression
+        self.steps = steps  # > 0: this many batches an epoch, the shard split evenly
+        self.version = 0  # the server version of the weights this worker holds
         self.workload = builtin_workload(model) if isinstance(model, str) else model
         task = self.workload.task
         self.model = build_network(self.workload, seed=seed, num_classes=task.num_classes,
@@ -81,6 +84,7 @@ class Worker:
         raw = sum(a.nbytes for a in decoded.arrays.values())
         self.counter.record(self.ps_link.key, raw_bytes=raw, wire_bytes=len(frame))
         self.flat.load_weights(decoded)
+        self.version = int(decoded.meta.get("updates", 0))
 
     def _gradients(self, index: np.ndarray) -> None:
         with emulated_compute(self.stretch):
@@ -92,14 +96,15 @@ class Worker:
     def _push(self, step: int, index: np.ndarray) -> Any:
         """Send this batch's gradients, buffers and sample ids; the reply's object ref."""
         ids = self.ids[index]
-        frame = self.flat.gradients_frame(ids, self.compression)  # type: ignore[arg-type]
+        frame = self.flat.gradients_frame(ids, self.compression,  # type: ignore[arg-type]
+                                          base=self.version)
         self.ps_link.transmit(len(frame))
         self.counter.record(self.ps_link.key, raw_bytes=self.flat.nbytes + ids.nbytes,
                             wire_bytes=len(frame))
         array = np.frombuffer(frame, np.uint8)  # Ray passes arrays without a bytes copy
         if self.sync:
             return self.ps.push_sync.remote(self.device, step, array)
-        return self.ps.push_async.remote(array)
+        return self.ps.push_async.remote(array, self.device)
 
     def _check_memory(self) -> None:
         rss_mb = self.process.memory_info().rss / 2**20
@@ -115,11 +120,11 @@ class Worker:
         order = rng.permutation(len(self.ids))
         wall0 = time.perf_counter()
         spent = dict.fromkeys(("compute", "update", "encode", "wait", "load"), 0.0)
-        self._load_weights(ray.get(self.ps.pull.remote()))
-        for step, start in enumerate(range(0, len(order), self.batch)):
+        self._load_weights(ray.get(self.ps.pull.remote(self.device)))
+        batches = epoch_batches(order, self.batch, self.steps)
+        for step, index in enumerate(batches):
             self._obey()
             t0 = time.perf_counter()
-            index = order[start : start + self.batch]
             self._gradients(index)
             t1 = time.perf_counter()
             reply = self._push(step, index)
@@ -133,12 +138,12 @@ class Worker:
                 spent[key] += seconds
             if step % _RSS_CHECK_EVERY == 0:
                 self._check_memory()
-        if self.sync:
-            ray.get(self.ps.leave.remote(self.device))
-        n, batches = len(order), max(-(-len(order) // self.batch), 1)
-        return {"samples": float(n), "wall_seconds": time.perf_counter() - wall0,
+        ray.get(self.ps.leave.remote(self.device))  # sync steps and SSP stop waiting for it
+        n, count = len(order), max(len(batches), 1)
+        return {"samples": float(n), "steps": float(len(batches)),
+                "wall_seconds": time.perf_counter() - wall0,
                 "compute_seconds_per_sample": spent["compute"] / max(n, 1),
-                **{f"{k}_seconds_per_batch": v / batches for k, v in spent.items()
+                **{f"{k}_seconds_per_batch": v / count for k, v in spent.items()
                    if k != "compute"}}
 
     def _obey(self) -> None:

@@ -14,7 +14,7 @@ from edgewise.cluster.model import Cluster, Role
 from edgewise.errors import ConfigError
 from edgewise.nn.data import digits_split
 from edgewise.nn.workload import Workload, resolved, validate
-from edgewise.runtime.engine import EpochRecord, Interruption, train
+from edgewise.runtime.engine import EpochRecord, Interruption, TrainResult, train
 from edgewise.runtime.jobs import JobContext, JobKind, Planned
 from edgewise.runtime.plan import TrainConfig, TrainPlan, equal_plan
 from edgewise.update.api_schemas import TrainJobSpec
@@ -133,16 +133,22 @@ def _plan(spec: TrainJobSpec, ctx: JobContext) -> Planned:
 def _events(spec: TrainJobSpec, ctx: JobContext) -> Any:
     """The engine's events as the job's progress, metrics and events; stops it if asked."""
     done = [0.0]  # the fraction of the epochs completed
+    spent = [0.0]  # device seconds of the epochs completed (the accuracy curve's x)
 
     def on_event(kind: str, data: dict[str, Any]) -> None:
         if kind == "epoch_end":
             r: EpochRecord = data["record"]
             step = r.epoch + 1
+            spent[0] += r.device_seconds
+            ctx.metric("device_seconds_elapsed", spent[0], step=step)
             for name, value in (("epoch", step), ("val_accuracy", r.val_accuracy),
                                 ("samples_per_second", r.samples_per_second),
                                 ("epoch_seconds", r.wall_seconds),
                                 ("samples_applied", len(r.applied_ids)),
-                                ("samples_distinct", len(np.unique(r.applied_ids)))):
+                                ("samples_distinct", len(np.unique(r.applied_ids))),
+                                ("epoch_device_seconds", r.device_seconds),
+                                ("staleness_mean", r.staleness_mean),
+                                ("staleness_max", r.staleness_max)):
                 ctx.metric(name, value, step=step)
             done[0] = step / spec.epochs
             ctx.progress(done[0], epoch=step, epochs=spec.epochs,
@@ -178,10 +184,27 @@ def _execute(spec: TrainJobSpec, planned: Planned, ctx: JobContext) -> dict[str,
                    events=_events(spec, ctx), checkpoint_dir=ctx.work_dir / "checkpoints",
                    resume=ctx.resumed)
     last = result.epochs[-1] if result.epochs else None
+    target = spec.target_accuracy
     return {"epoch": last.epoch + 1 if last else spec.epochs,
             "val_accuracy": last.val_accuracy if last else None,
             "restarts": len({i.detected_at for i in result.interruptions}),
-            "stopped_early": int(result.stopped_early)}
+            "stopped_early": int(result.stopped_early),
+            "mode": spec.mode,
+            "device_seconds": sum(r.device_seconds for r in result.epochs),
+            "time_to_accuracy": None if target is None else result.time_to_accuracy(target),
+            "accuracy_curve": [{"epoch": r.epoch, "device_seconds": t, "val_accuracy":
+                                r.val_accuracy, "staleness_mean": r.staleness_mean,
+                                "staleness_max": r.staleness_max}
+                               for r, t in zip(result.epochs, _cumulative(result), strict=True)]}
+
+
+def _cumulative(result: TrainResult) -> list[float]:
+    """Device seconds at each epoch's end, from the run's start."""
+    spent, out = 0.0, []
+    for r in result.epochs:
+        spent += r.device_seconds
+        out.append(spent)
+    return out
 
 
 def _example(cluster: Cluster) -> dict[str, Any]:

@@ -246,6 +246,29 @@
         charts[name].setData([xs, ys]);
       }
     }
+    accuracyOverDeviceTime(box, history);
+  }
+
+  // An update job's accuracy curve: validation accuracy at each epoch's end over the device
+  // seconds spent until then (time to accuracy; metrics val_accuracy, device_seconds_elapsed).
+  function accuracyOverDeviceTime(box, history) {
+    const acc = history.val_accuracy, spent = history.device_seconds_elapsed;
+    if (!acc || !spent) return;
+    const at = new Map(spent.map((r) => [r[1], r[2]]));
+    const rows = acc.filter((r) => at.has(r[1]));
+    const xs = rows.map((r) => at.get(r[1])), ys = rows.map((r) => r[2]);
+    const name = "accuracy over device seconds";
+    if (!charts[name]) {
+      const holder = el("div", null, { class: "chart", id: "chart-accuracy-device-time" });
+      box.prepend(holder);
+      charts[name] = new uPlot({
+        title: name, width: 400, height: 220, scales: { x: { time: false } },
+        series: [{ label: "device s" }, { label: "val_accuracy", stroke: "#e63946", width: 2,
+                                          points: { show: true } }],
+      }, [xs, ys], holder);
+    } else {
+      charts[name].setData([xs, ys]);
+    }
   }
 
   async function renderJob(id) {

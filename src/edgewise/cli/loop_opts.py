@@ -1,0 +1,42 @@
+"""The training loop's flags (``--mode``, ``--target-accuracy``) and the time-to-accuracy line
+that ``train`` and ``update run`` print after a run."""
+
+from __future__ import annotations
+
+import typer
+
+from edgewise.errors import ConfigError
+from edgewise.runtime.engine import TrainResult
+from edgewise.runtime.plan import MODES, Mode
+
+__all__ = ["ModeOpt", "TargetOpt", "checked_mode", "reached_line"]
+
+ModeOpt = typer.Option(
+    "async", "--mode",
+    help="the training loop: async (asynchronous, stale gradients treated), async-paper "
+         "(Deep-Edge's own: push after every batch, pull before the next, no treatment) or "
+         "sync (load-balanced synchronous steps)")
+TargetOpt = typer.Option(0.0, "--target-accuracy", min=0.0, max=1.0,
+                         help="stop once validation accuracy reaches this, and say when "
+                              "(0: off)")
+
+
+def checked_mode(mode: str) -> Mode:
+    """``mode`` if it names a loop; ConfigError naming ``--mode`` otherwise."""
+    for known in MODES:
+        if mode == known:
+            return known
+    raise ConfigError(f"must be one of {', '.join(MODES)}, got {mode!r}", field="--mode")
+
+
+def reached_line(result: TrainResult, target: float) -> str:
+    """When the run reached ``target`` (device seconds, epoch), or that it did not."""
+    seconds = result.time_to_accuracy(target)
+    if seconds is None:
+        best = max((r.val_accuracy for r in result.epochs), default=float("nan"))
+        return (f"target accuracy {target:.3f} not reached in {len(result.epochs)} epochs "
+                f"(best {best:.3f})")
+    epoch = next(r.epoch for r in result.epochs if r.val_accuracy >= target)
+    stop = ", stopped there" if result.stopped_early else ""
+    return (f"target accuracy {target:.3f} reached after epoch {epoch} in {seconds:.1f} "
+            f"device seconds (time to accuracy){stop}")

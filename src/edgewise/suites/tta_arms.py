@@ -1,0 +1,104 @@
+"""The edgewise arms of ``bench time-to-accuracy``: a policy plans the update of the Deep-Edge
+testbed, the engine trains the plan with one loop while the SIFT apps run, and the arm
+reports its accuracy curve over device time."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+
+from edgewise.cluster.examples import example_path
+from edgewise.runtime.ray_cluster import RayRuntime
+
+__all__ = ["ArmResult", "TTASetup", "curve_of", "edgewise_arm", "shapes_setup"]
+
+
+@dataclass(frozen=True, slots=True)
+class TTASetup:
+    """What every arm trains: the workload file, epochs, seed, target and the optimiser."""
+
+    spec: Path
+    epochs: int
+    seed: int
+    target: float
+    learning_rate: float = 0.003
+    lr_schedule: Literal["constant", "cosine"] = "cosine"
+
+
+@dataclass(frozen=True, slots=True)
+class ArmResult:
+    """One arm's run: validation accuracy after each epoch, at cumulative device seconds."""
+
+    name: str
+    accuracies: tuple[float, ...]
+    device_seconds: tuple[float, ...]  # cumulative, at each epoch's end
+    staleness_mean: float | None = None
+    deadline_misses: dict[str, int] | None = None
+    extra: dict[str, Any] | None = None
+
+    @property
+    def final_accuracy(self) -> float | None:
+        return self.accuracies[-1] if self.accuracies else None
+
+    def tta(self, target: float) -> float | None:
+        """Device seconds to the first epoch at or above ``target``; None if never."""
+        for acc, t in zip(self.accuracies, self.device_seconds, strict=True):
+            if acc >= target:
+                return t
+        return None
+
+    @property
+    def epoch_device_seconds(self) -> float | None:
+        """The median epoch's device seconds."""
+        if not self.device_seconds:
+            return None
+        return float(np.median(np.diff((0.0, *self.device_seconds))))
+
+
+def curve_of(accuracies: list[float], epoch_seconds: list[float]) -> tuple[tuple[float, ...],
+                                                                          tuple[float, ...]]:
+    """Accuracies and the cumulative seconds at each epoch's end."""
+    return tuple(accuracies), tuple(float(t) for t in np.cumsum(epoch_seconds))
+
+
+def shapes_setup(root: Path, per_class: int, seed: int) -> Path:
+    """The shipped MobileNetV2 ×0.35 spec beside ``per_class`` generated shapes per class."""
+    import shutil
+
+    from edgewise.nn.workload.synthetic import make_shapes_folder
+
+    make_shapes_folder(root / "data" / "shapes", per_class=per_class, seed=seed)
+    target = root / "shapes-mobilenetv2.yaml"
+    shutil.copy(example_path("workloads/shapes-mobilenetv2.yaml"), target)
+    return target
+
+
+def edgewise_arm(runtime: RayRuntime, setup: TTASetup, policy: str, mode: str,
+                 staleness: str | None = None) -> ArmResult:
+    """Plan with ``policy`` over the runtime's cluster and train ``setup`` with ``mode``
+    (and, for ``async``, the staleness treatment ``staleness``; default the engine's)."""
+    from edgewise.nn.workload import load_workload, validate
+    from edgewise.runtime.plan import TrainConfig
+    from edgewise.update.policies import REGISTRY
+    from edgewise.update.run import cluster_problem, execute
+
+    workload = load_workload(setup.spec)
+    samples = validate(workload, seed=setup.seed).train_samples
+    problem = cluster_problem(runtime.cluster, {}, samples)
+    plan = REGISTRY.get(policy)(problem, np.random.default_rng(setup.seed))
+    extra: dict[str, Any] = {} if staleness is None else {"staleness": staleness}
+    config = TrainConfig(workload=workload, epochs=setup.epochs, seed=setup.seed,
+                         mode=mode, learning_rate=setup.learning_rate,  # type: ignore[arg-type]
+                         lr_schedule=setup.lr_schedule, worker_memory_mb=1024, **extra)
+    done = execute(runtime, problem, plan, config=config)
+    records = done.result.epochs
+    accs, times = curve_of([r.val_accuracy for r in records],
+                           [r.device_seconds for r in records])
+    stale = float(np.mean([r.staleness_mean for r in records])) if records else None
+    misses = {str(a["app"]): int(a["misses"]) for a in done.apps}
+    return ArmResult(f"{policy}/{mode}", accs, times, stale, misses,
+                     {"shards": dict(done.train_plan.shards),
+                      "batch_sizes": dict(done.train_plan.batch_sizes)})

@@ -1,0 +1,138 @@
+"""Staleness counting against scripted orders of pulls and pushes, the treatments' formulas,
+and balanced synchronous steps (pure: no Ray)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+from edgewise.runtime.asyncapply import StaleApplier
+from edgewise.runtime.balance import balanced_steps, epoch_batches, lr_scale
+from edgewise.runtime.staleness import (
+    StalenessLedger,
+    Treatment,
+    delay_compensated,
+    gap_penalised,
+    implicit_momentum,
+)
+from edgewise.runtime.trainstate import FlatState, Pushed
+
+
+def _server(treatment: str) -> tuple[FlatState, torch.optim.Optimizer, StaleApplier]:
+    torch.manual_seed(0)
+    flat = FlatState(nn.Linear(3, 2))
+    opt = torch.optim.Adam(flat.optimizer_parameters().values(), lr=0.1)
+    return flat, opt, StaleApplier(Treatment(treatment), flat, opt)  # type: ignore[arg-type]
+
+
+def _push(flat: FlatState, base: int) -> Pushed:
+    grads = {k: torch.ones_like(v) for k, v in flat.grads.items()}
+    return Pushed(grads, np.arange(4), base)
+
+
+def test_staleness_follows_a_scripted_order_of_pulls_and_pushes() -> None:
+    flat, _, applier = _server("none")
+    held = {}  # worker -> the version it computes on
+    for w in ("a", "b", "c"):  # all three pull version 0
+        held[w] = applier.ledger.version
+    seen = []
+    for w in ("a", "b", "c", "a", "a", "b"):
+        applier.treat(_push(flat, held[w]))
+        seen.append(applier.ledger.values[-1])
+        held[w] = applier.ledger.version  # the reply carries the new version
+    # a: 0 (nothing since its pull); b: 1 (a's); c: 2 (a's, b's); a: 2 (b's, c's); a: 0;
+    # b: 3 (c's and a's two)
+    assert seen == [0, 1, 2, 2, 0, 3]
+    assert applier.ledger.version == 6
+    assert applier.ledger.mean == pytest.approx(8 / 6) and applier.ledger.max == 3
+
+
+def test_a_synchronous_step_counts_one_version_and_no_staleness() -> None:
+    ledger = StalenessLedger()
+    assert ledger.step([0, 0, 0]) == 0
+    assert ledger.step([1, 1]) == 0
+    assert ledger.values == [0, 0, 0, 0, 0] and ledger.version == 2
+    with pytest.raises(ValueError, match="ahead"):
+        ledger.step([5])
+
+
+def test_a_push_from_the_future_is_refused_and_an_epoch_resets_the_count() -> None:
+    ledger = StalenessLedger()
+    ledger.applied(0)
+    with pytest.raises(ValueError, match="version 7"):
+        ledger.applied(7)
+    ledger.reset()
+    assert ledger.values == [] and ledger.version == 1 and ledger.mean == 0.0
+
+
+def test_the_base_version_travels_in_the_gradients_frame() -> None:
+    flat = FlatState(nn.Linear(3, 2))
+    pushed = flat.read_push(flat.gradients_frame(np.arange(3), "none", base=41))
+    assert pushed.base == 41
+    assert flat.read_push(flat.gradients_frame(np.arange(3), "none")).base == -1
+
+
+def test_staleness_aware_lr_divides_the_step_by_the_staleness() -> None:
+    flat, _, applier = _server("staleness-lr")
+    assert applier.treat(_push(flat, 0))[1] == 1.0  # fresh
+    applier.treat(_push(flat, 1))
+    assert applier.treat(_push(flat, 0))[1] == pytest.approx(1 / 2)
+    assert applier.treat(_push(flat, 0))[1] == pytest.approx(1 / 3)
+
+
+def test_momentum_compensation_lowers_adams_beta1_by_the_implicit_momentum() -> None:
+    flat, opt, applier = _server("staleness-lr")
+    for base in (0, 0, 0, 0, 0, 0):  # growing staleness
+        applier.treat(_push(flat, base))
+    beta1 = opt.param_groups[0]["betas"][0]
+    assert beta1 == pytest.approx(max(0.0, 0.9 - implicit_momentum(applier.mean_staleness)))
+    assert beta1 < 0.9
+    flat, opt, applier = _server("none")  # the paper's loop keeps the optimiser as it is
+    for base in (0, 0, 0):
+        applier.treat(_push(flat, base))
+    assert opt.param_groups[0]["betas"][0] == 0.9
+
+
+def test_dc_asgd_and_gap_aware_use_the_weights_the_worker_computed_on() -> None:
+    flat, _, applier = _server("dc-asgd")
+    applier.hand_out("a")  # a computes on version 0
+    with torch.no_grad():
+        for key, t in flat.flats.items():
+            if key.startswith("p."):
+                t.add_(1.0)  # the server moved on by 1 everywhere
+    applier.ledger.applied(0)
+    treated, _ = applier.treat(_push(flat, 0))
+    key = next(k for k in treated if k.startswith("p."))
+    assert torch.all(treated[key] > 1.0)  # g + lambda * g * g * (now - then) with now > then
+    g, now, then = torch.tensor([2.0]), torch.tensor([1.0]), torch.tensor([0.0])
+    assert gap_penalised(g, now, then, torch.tensor([0.5])).item() == pytest.approx(2 / 3)
+    ms = torch.tensor([0.0])
+    out = delay_compensated(g, now, then, ms, lambda0=1.0, decay=0.0)
+    assert ms.item() == 4.0 and out.item() == pytest.approx(2 + 0.5 * 4 * 1)
+
+
+def test_unknown_treatment_is_refused() -> None:
+    with pytest.raises(ValueError, match="unknown staleness treatment"):
+        Treatment("fastest")  # type: ignore[arg-type]
+
+
+def test_balanced_steps_give_every_worker_the_same_steps_and_proportional_batches() -> None:
+    shards = {"tx2": 359, "n0": 201, "n1": 200, "n2": 200}
+    balanced = balanced_steps(shards, {"tx2": 128, "n0": 32, "n1": 32, "n2": 32})
+    assert balanced.steps == round(960 / 224)
+    rng = np.random.default_rng(0)
+    for w, d in shards.items():
+        parts = epoch_batches(rng.permutation(d), balanced.batch_sizes[w], balanced.steps)
+        assert len(parts) == balanced.steps
+        assert sorted(np.concatenate(parts)) == list(range(d))  # every sample once
+        assert max(len(p) for p in parts) == balanced.batch_sizes[w] == -(-d // 4)
+    assert balanced.lr_factor == pytest.approx(np.sqrt(240 / 224))
+
+
+def test_balanced_steps_never_exceed_the_smallest_shard() -> None:
+    balanced = balanced_steps({"a": 1000, "b": 3}, {"a": 1, "b": 1}, "sgd")
+    assert balanced.steps == 3 and balanced.batch_sizes == {"a": 334, "b": 1}
+    assert lr_scale("sgd", 2, 1003 / 3) == pytest.approx(1003 / 6)
+    assert lr_scale("adam", 100, 400) == pytest.approx(2.0)
