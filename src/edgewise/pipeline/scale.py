@@ -113,7 +113,8 @@ class ScaleRun:
     """One plan served: the simulated outcome, the run, the window, the largest output
     difference to the whole model, and per stage its steady-state busy fraction (compute
     seconds over wall seconds once the pipeline is full), its peak memory (process RSS)
-    and its device's memory."""
+    and its device's memory; ``steady_rps``: results per second once the pipeline is full
+    (from the ``window``-th result to the last)."""
 
     outcome: PipelineOutcome
     run: PipelineRun
@@ -122,6 +123,7 @@ class ScaleRun:
     busy: tuple[float, ...]
     peak_bytes: tuple[int, ...]
     device_bytes: tuple[int, ...]
+    steady_rps: float
 
 
 class _Steady:
@@ -135,6 +137,12 @@ class _Steady:
     def __call__(self, dispatcher: Dispatcher, result: Result) -> None:
         if result.request_id in (self.full_at, self.last):
             self.marks.append((time.perf_counter(), dispatcher.stage_timings()))
+
+    def rate(self) -> float:
+        """Results per second between the two marks (0 without both)."""
+        if len(self.marks) < 2:
+            return 0.0
+        return (self.last - self.full_at) / max(self.marks[-1][0] - self.marks[0][0], 1e-9)
 
     def busy(self) -> tuple[float, ...]:
         if len(self.marks) < 2:
@@ -166,7 +174,7 @@ def serve(runtime: RayRuntime, lm: LargeModel, problem: PipelineProblem, plan: P
     devices = [runtime.cluster.device(problem.nodes[i]) for i in plan.nodes]
     return ScaleRun(outcome, run, window, diff, steady.busy(),
                     tuple(int(t.get("peak_rss_bytes", 0)) for t in run.stage_timings),
-                    tuple(d.memory_mb * 2**20 for d in devices))
+                    tuple(d.memory_mb * 2**20 for d in devices), steady.rate())
 
 
 @torch.no_grad()
