@@ -33,6 +33,7 @@ BENCHES: dict[str, str] = {
     "srole": "edgewise.modelparallel.bench:SPEC",
     "testbed": "edgewise.suites.testbed:SPEC",
     "workloads": "edgewise.suites.workloads:SPEC",
+    "pipeline-scale": "edgewise.suites.pipeline_scale:SPEC",
 }
 """Benchmark name → its spec (``"module:NAME"``)."""
 
@@ -49,6 +50,8 @@ LISTING: dict[str, str] = {
                "parameter-server runs and node faults on it.",
     "workloads": "Your own model and data: MobileNetV2 through a Deep-Edge plan, engine "
                  "overhead, pipelined outputs, bad workloads refused.",
+    "pipeline-scale": "PipeEdge's setting on the testbed (root): ViT-Large/Huge over 16 "
+                      "devices, every policy against PipeEdge's partitioner.",
 }
 """One line per benchmark for ``edgewise bench --help``, so that listing them imports no
 spec (specs import torch or Ray); the command's own help is its spec's title."""
