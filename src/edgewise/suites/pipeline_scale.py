@@ -2,8 +2,9 @@
 against PipeEdge (Hu et al., DSD 2022).
 
 1. ``pipeline-16-homogeneous.yaml`` (16 Raspberry Pi 4 2 GB): ViT-Large on 1, 2, 4, 8 and
-   16 devices with each curve policy (the speed-up: 16 devices over one running the whole
-   model); ViT-Huge, which no device holds, on 4 and 16.
+   16 devices with each curve policy (``--quick``: 1 and 16, pipeedge and
+   bottleneck-search); the speed-up is 16 devices over one running the whole model.
+   ViT-Huge, which no device holds, on 4 and 16.
 2. ``pipeline-16-heterogeneous.yaml`` (Pis, Nanos, TX2s, an Orin Nano): ViT-Large on all 16
    with every policy, ours over PipeEdge's partition; then one device killed under load.
 
@@ -38,6 +39,7 @@ __all__ = ["SPEC", "real"]
 
 COUNTS = (1, 2, 4, 8, 16)
 CURVE_POLICIES = ("pipeedge", "bottleneck-search", "even")
+QUICK_COUNTS, QUICK_POLICIES = (1, 16), ("pipeedge", "bottleneck-search")
 ALL_POLICIES = ("pipeedge", "bottleneck-search", "seifer", "joint-greedy", "even")
 
 
@@ -49,6 +51,8 @@ class _Bench:
         self.small = _scale(ctx) == "small"
         self.requests = int(ctx.option("requests"))
         self.runs: list[dict[str, Any]] = []
+        self.counts = QUICK_COUNTS if ctx.quick else COUNTS
+        self.policies = QUICK_POLICIES if ctx.quick else CURVE_POLICIES
         self.left: dict[str, int] = {}
 
     @contextmanager
@@ -105,15 +109,15 @@ def _homogeneous(b: _Bench) -> Figures:
         out["up_seconds"] = tb.record.up_seconds
         large = b.model("vit-large")
         s = setup(tb.runtime, large[0])
-        curve = {p: {n: _rps(b.run(s, large, n, p)) for n in COUNTS} for p in CURVE_POLICIES}
-        one = max(curve[p][1] for p in CURVE_POLICIES)
+        curve = {p: {n: _rps(b.run(s, large, n, p)) for n in b.counts} for p in b.policies}
+        one = max(curve[p][1] for p in b.policies)
         out["vit_large_speedup_16_over_1"] = round(
-            max(curve[p][16] for p in CURVE_POLICIES) / one, 3) if one else None
+            max(curve[p][16] for p in b.policies) / one, 3) if one else None
         out["vit_large_throughput_by_devices"] = curve
         huge = b.model("vit-huge")
         s = setup(tb.runtime, huge[0])
-        four = max(_rps(b.run(s, huge, 4, p)) for p in CURVE_POLICIES)
-        sixteen = max(_rps(b.run(s, huge, 16, p)) for p in CURVE_POLICIES)
+        four = max(_rps(b.run(s, huge, 4, p)) for p in b.policies)
+        sixteen = max(_rps(b.run(s, huge, 16, p)) for p in b.policies)
         out["vit_huge_one_device"] = b.run(s, huge, 1, "pipeedge").get("infeasible")
         out["vit_huge_speedup_16_over_4"] = round(sixteen / four, 3) if four else None
     return out
