@@ -40,6 +40,7 @@ __all__ = ["SPEC", "real"]
 COUNTS = (1, 2, 4, 8, 16)
 CURVE_POLICIES = ("pipeedge", "bottleneck-search", "even")
 QUICK_COUNTS, QUICK_POLICIES = (1, 16), ("pipeedge", "bottleneck-search")
+PARTS = ("homogeneous", "heterogeneous")
 ALL_POLICIES = ("pipeedge", "bottleneck-search", "seifer", "joint-greedy", "even")
 
 
@@ -88,6 +89,15 @@ class _Bench:
             self.ctx.timings[f"{label} steady_rps"] = done.steady_rps
         self.runs.append(out)
         return out
+
+
+def _parts(ctx: BenchContext) -> list[str]:
+    chosen = [p.strip() for p in str(ctx.option("parts")).split(",") if p.strip()]
+    unknown = sorted(set(chosen) - set(PARTS))
+    if unknown or not chosen:
+        raise ConfigError(f"unknown part(s) {unknown}; choose from {', '.join(PARTS)}",
+                          field="--parts")
+    return chosen
 
 
 def _scale(ctx: BenchContext) -> str:
@@ -159,12 +169,14 @@ def _kill(b: _Bench, s: ScaleSetup, data: tuple[LargeModel, list[Any], list[Any]
 
 def real(ctx: BenchContext) -> Figures:
     """The protocol of the module docstring."""
-    _scale(ctx)  # a bad option is refused before anything is made
+    _scale(ctx)  # bad options are refused before anything is made
+    parts = _parts(ctx)
     require()  # a host that cannot run testbeds: one line naming what it lacks
     with tempfile.TemporaryDirectory(prefix="ew-scale-") as tmp:
         weights = Path(str(ctx.option("weights_dir") or tmp))
         b = _Bench(ctx, weights)
-        figures = _homogeneous(b) | _heterogeneous(b)
+        figures = _homogeneous(b) if "homogeneous" in parts else {}
+        figures |= _heterogeneous(b) if "heterogeneous" in parts else {}
     served = [r for r in b.runs if "stages" in r]
     stages = [st for r in served for st in r["stages"]]
     busy = [max((st["busy_fraction"] or 0.0) for st in r["stages"]) for r in served
@@ -189,6 +201,8 @@ SPEC = BenchSpec(
     options=(
         BenchOption("subnet", DEFAULT_SUBNET, "private IPv4 subnet of the testbeds",
                     kind="str"),
+        BenchOption("parts", ",".join(PARTS), "parts to run, comma-separated: "
+                    + ", ".join(PARTS), kind="str"),
         BenchOption("requests", 24, "requests per run", minimum=6),
         BenchOption("model_scale", "full", "full (ViT-Large/Huge as published) or small "
                     "(siblings of 4 layers, hidden 64: for trying the bench)", kind="str"),
