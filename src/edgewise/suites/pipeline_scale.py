@@ -15,7 +15,9 @@ dimensionless and the same in device time).
 
 from __future__ import annotations
 
+import json
 import tempfile
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -83,11 +85,17 @@ class _Bench:
             out = {"model": lm.spec.name, "policy": policy, "devices": count,
                    "infeasible": str(exc)}
         else:
+            started = time.perf_counter()
             done = serve(s.runtime, lm, problem, plan, inputs, reference,
                          on_result=on_result)
-            out = {"model": lm.spec.name, **run_json(s, problem, plan, done)}
+            out = {"model": lm.spec.name, **run_json(s, problem, plan, done),
+                   "run_seconds": round(time.perf_counter() - started, 2)}
             self.ctx.timings[f"{label} steady_rps"] = done.steady_rps
         self.runs.append(out)
+        log = str(self.ctx.option("runs_log"))
+        if log:  # each run as it ends: a stopped bench keeps what it measured
+            with Path(log).open("a") as f:
+                f.write(json.dumps(out) + "\n")
         return out
 
 
@@ -208,6 +216,8 @@ SPEC = BenchSpec(
                     "(siblings of 4 layers, hidden 64: for trying the bench)", kind="str"),
         BenchOption("measure_links", False, "plan the heterogeneous runs on measured links",
                     kind="bool"),
+        BenchOption("runs_log", "", "append each run to this file as a JSON line as it ends",
+                    kind="str"),
         BenchOption("weights_dir", "", "where the seeded weight shards go (default: a "
                     "temporary folder)", kind="str"),
     ),
