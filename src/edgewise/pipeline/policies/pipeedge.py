@@ -1,4 +1,4 @@
-"""PipeEdge's partitioner (Hu et al., DSD 2022, §III): a dynamic program over the layers in
+"""PipeEdge's partitioner (Hu et al., DSD 2022): a dynamic program over the layers in
 order and the devices, heterogeneous in compute, memory and bandwidth, minimising the
 slowest stage (compute or transfer). Devices that are interchangeable form one type, so the
 program counts how many of each type are used instead of which ones."""
@@ -128,7 +128,7 @@ def _program(t: Tables, ty: _Types) -> tuple[float, list[tuple[int, int]]]:
 @register("pipeedge")
 def pipeedge(problem: PipelineProblem, rng: np.random.Generator, *,
              max_states: int = 4096) -> PipelinePlan:
-    """PipeEdge's partition and placement (Hu et al., DSD 2022, §III-B and its
+    """PipeEdge's partition and placement (Hu et al., DSD 2022, and its scheduler
     ``sched-pipeline``): the least bottleneck, where a stage costs the larger of its
     compute time and the transfer of its output to the next stage, over layers kept in
     order and devices used at most once, each stage within its device's memory.
