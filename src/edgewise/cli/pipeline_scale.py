@@ -24,8 +24,8 @@ _WEIGHTS = Path("~/.cache/edgewise/weights").expanduser()
 
 
 def _table(figures: dict[str, object]) -> Table:
-    table = Table(title=f"{figures['policy']} on {figures['devices']} devices "
-                        f"(links: {figures['links']})")
+    table = Table(title=f"{figures['policy']}: {figures['stages_used']} stages on "
+                        f"{figures['devices']} devices (links: {figures['links']})")
     for col in ("stage", "device", "parameters", "busy", "peak MB", "device MB"):
         table.add_column(col, justify="left" if col == "device" else "right")
     stages = figures["stages"]

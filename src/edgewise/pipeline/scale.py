@@ -114,7 +114,7 @@ class ScaleRun:
     difference to the whole model, and per stage its steady-state busy fraction (compute
     seconds over wall seconds once the pipeline is full), its peak memory (process RSS)
     and its device's memory; ``steady_rps``: results per second once the pipeline is full
-    (from the ``window``-th result to the last)."""
+    (from the ``window``-th result, or the middle one if that is later, to the last)."""
 
     outcome: PipelineOutcome
     run: PipelineRun
@@ -160,7 +160,8 @@ def serve(runtime: RayRuntime, lm: LargeModel, problem: PipelineProblem, plan: P
     ``reference`` (the whole model's outputs, computed off the devices)."""
     outcome = simulate(problem, lambda _p, _r: plan)
     window = int(options.pop("window", window_for(outcome)))
-    steady = _Steady(min(window, len(inputs) - 1), len(inputs) - 1)
+    # the span starts once ``window`` results are back (at most half-way: few requests)
+    steady = _Steady(min(window, len(inputs) // 2), len(inputs) - 1)
 
     def hook(dispatcher: Dispatcher, result: Result) -> None:
         steady(dispatcher, result)

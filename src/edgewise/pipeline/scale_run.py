@@ -103,7 +103,8 @@ def run_json(s: ScaleSetup, problem: PipelineProblem, plan: PipelinePlan,
             "peak_memory_ratio": round(done.peak_bytes[k] / done.device_bytes[k], 4)})
     bound = done.outcome.throughput_rps
     return {
-        "policy": plan.policy, "devices": len(plan.nodes), "links": s.links,
+        "policy": plan.policy, "devices": len(problem.nodes), "stages_used": len(plan.nodes),
+        "links": s.links,
         "cuts": list(plan.cuts), "window": done.window, "requests": len(done.run.outputs),
         "in_order": done.run.request_ids == sorted(done.run.request_ids),
         "duplicates": done.run.duplicates, "restarts": done.run.restarts,

@@ -188,7 +188,7 @@ def real(ctx: BenchContext) -> Figures:
     served = [r for r in b.runs if "stages" in r]
     stages = [st for r in served for st in r["stages"]]
     busy = [max((st["busy_fraction"] or 0.0) for st in r["stages"]) for r in served
-            if r["devices"] > 1]
+            if r["stages_used"] > 1]
     return {**figures,
             "outputs_max_abs_diff": max((r["outputs_max_abs_diff"] for r in served),
                                         default=None),

@@ -6,6 +6,7 @@ program counts how many of each type are used instead of which ones."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -83,11 +84,33 @@ def _types(problem: PipelineProblem, max_states: int) -> _Types:
     return _Types(members, tuple(radix))
 
 
+def _tables(t: Tables, ty: _Types) -> tuple[list[Any], list[Any], list[Any]]:
+    """Per type: compute[i][j] of segments i..j, the last end that fits from each start,
+    and send[v][j], the time to send segment j's output to a type-``v`` device (lists:
+    the programme's inner loops read Python floats)."""
+    comp, ends, send = [], [], []
+    for u in range(ty.n):
+        rep = ty.members[u][0]
+        comp.append(t.compute[:, :, rep].tolist())
+        ends.append([max((j for j in range(i, t.n_seg) if t.fits(i, j, rep)), default=i - 1)
+                     for i in range(t.n_seg)])
+        links: list[list[float]] = []
+        for v in range(ty.n):
+            if u == v and len(ty.members[u]) < 2:
+                links.append([])  # no second device of this type
+                continue
+            a, b = ty.link(u, v)
+            links.append(t.times[1:, a, b].tolist())  # [j]: times[j + 1]
+        send.append(links)
+    return comp, ends, send
+
+
 def _program(t: Tables, ty: _Types) -> tuple[float, list[tuple[int, int]]]:
     """h[i][S][u]: the least bottleneck over segments ``0..i-1`` with the devices counted in
     ``S`` used, the next stage on a type-``u`` device, its input transfer included.
     Returns the optimum and its stages as (first segment, type), in order."""
     n_seg, last = t.n_seg, t.n_seg - 1
+    comp, ends, send = _tables(t, ty)
     h: list[dict[tuple[int, int], float]] = [{} for _ in range(n_seg)]
     parent: dict[tuple[int, int, int], tuple[int, int, int]] = {}
     for u in range(ty.n):
@@ -97,21 +120,18 @@ def _program(t: Tables, ty: _Types) -> tuple[float, list[tuple[int, int]]]:
         for (state, u), cost in sorted(h[i].items()):
             if cost >= best:
                 continue
-            rep, after = ty.members[u][0], state + ty.radix[u]
-            for j in range(i, n_seg):
-                if not t.fits(i, j, rep):
-                    break  # memory only grows with j
-                stage = max(cost, float(t.compute[i, j, rep]))
+            after = state + ty.radix[u]
+            nexts = [(v, send[u][v]) for v in range(ty.n) if ty.free(after, v)]
+            row = comp[u][i]
+            for j in range(i, ends[u][i] + 1):  # memory only grows with j
+                stage = max(cost, row[j])
                 if stage >= best:
                     break  # compute only grows with j
                 if j == last:
                     best, end = stage, (i, state, u)
                     continue
-                for v in range(ty.n):
-                    if not ty.free(after, v):
-                        continue
-                    a, b = ty.link(u, v)
-                    new = max(stage, float(t.times[j + 1, a, b]))
+                for v, times in nexts:
+                    new = max(stage, times[j])
                     if new < h[j + 1].get((after, v), _INF):
                         h[j + 1][after, v] = new
                         parent[j + 1, after, v] = (i, state, u)
