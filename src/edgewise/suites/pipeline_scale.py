@@ -116,6 +116,11 @@ def _scale(ctx: BenchContext) -> str:
     return scale
 
 
+def _ratio(a: float, b: float) -> float | None:
+    """a / b, or None where either was not measured (no steady span)."""
+    return round(a / b, 4) if a > 0 and b > 0 else None
+
+
 def _rps(run: dict[str, Any]) -> float:
     return float(run.get("steady_throughput_rps", 0.0))
 
@@ -128,16 +133,15 @@ def _homogeneous(b: _Bench) -> Figures:
         large = b.model("vit-large")
         s = setup(tb.runtime, large[0])
         curve = {p: {n: _rps(b.run(s, large, n, p)) for n in b.counts} for p in b.policies}
-        one = max(curve[p][1] for p in b.policies)
-        out["vit_large_speedup_16_over_1"] = round(
-            max(curve[p][16] for p in b.policies) / one, 3) if one else None
+        out["vit_large_speedup_16_over_1"] = _ratio(max(curve[p][16] for p in b.policies),
+                                                    max(curve[p][1] for p in b.policies))
         out["vit_large_throughput_by_devices"] = curve
         huge = b.model("vit-huge")
         s = setup(tb.runtime, huge[0])
         four = max(_rps(b.run(s, huge, 4, p)) for p in b.policies)
         sixteen = max(_rps(b.run(s, huge, 16, p)) for p in b.policies)
         out["vit_huge_one_device"] = b.run(s, huge, 1, "pipeedge").get("infeasible")
-        out["vit_huge_speedup_16_over_4"] = round(sixteen / four, 3) if four else None
+        out["vit_huge_speedup_16_over_4"] = _ratio(sixteen, four)
     return out
 
 
@@ -149,8 +153,7 @@ def _heterogeneous(b: _Bench) -> Figures:
         by_policy = {p: _rps(b.run(s, large, 16, p)) for p in ALL_POLICIES}
         ours = max(v for p, v in by_policy.items() if p != "pipeedge")
         out["heterogeneous_throughput_by_policy"] = by_policy
-        out["heterogeneous_throughput_ratio_to_pipeedge"] = round(
-            ours / by_policy["pipeedge"], 4) if by_policy["pipeedge"] else None
+        out["heterogeneous_throughput_ratio_to_pipeedge"] = _ratio(ours, by_policy["pipeedge"])
         best = max(by_policy, key=lambda p: by_policy[p])
         out |= _kill(b, s, large, best, tb)
     return out
