@@ -27,7 +27,7 @@ from edgewise.nn.slices import (
 )
 from edgewise.nn.workload.modelbuild import Logits
 
-__all__ = ["LARGE", "LargeModel", "LargeSpec", "large_spec", "prepare"]
+__all__ = ["LARGE", "LargeModel", "LargeSpec", "large_spec", "model_builder", "prepare"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,7 +84,9 @@ def large_spec(name: str, **overrides: Any) -> LargeSpec:
                      base.config_class, tuple({**base.kwargs(), **overrides}.items()))
 
 
-def _builder(spec: LargeSpec) -> Callable[[], nn.Module]:
+def model_builder(spec: LargeSpec) -> Callable[[], nn.Module]:
+    """A function building ``spec``'s model (logits out, eval mode); call it inside
+    :func:`~edgewise.nn.slices.empty_parameters` to hold no weights."""
     import transformers
 
     cfg = {k: v for k, v in spec.kwargs().items() if k != "seq_len"}
@@ -116,7 +118,7 @@ class LargeModel:
 
     def reference(self) -> nn.Module:
         """The whole model with the shards' weights (real memory: off the devices only)."""
-        return load_whole(_builder(self.spec)(), self.index)
+        return load_whole(model_builder(self.spec)(), self.index)
 
 
 def prepare(spec: LargeSpec, directory: Path, seed: int = 0) -> LargeModel:
@@ -124,7 +126,7 @@ def prepare(spec: LargeSpec, directory: Path, seed: int = 0) -> LargeModel:
     reused when the index there says the same seed and model) and trace it for its chain."""
     torch.manual_seed(seed)  # buffers and the config's own draws
     with empty_parameters():
-        model = _builder(spec)()
+        model = model_builder(spec)()
     index = directory / INDEX_NAME
     stamp = {"seed": seed, "model": spec.name, "config": json.dumps(spec.kwargs(),
                                                                    sort_keys=True)}
