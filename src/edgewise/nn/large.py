@@ -117,8 +117,11 @@ class LargeModel:
         return out
 
     def reference(self) -> nn.Module:
-        """The whole model with the shards' weights (real memory: off the devices only)."""
-        return load_whole(model_builder(self.spec)(), self.index)
+        """The whole model with the shards' weights (real memory: off the devices only),
+        built on ``meta`` first so that no random initialisation is drawn and replaced."""
+        with empty_parameters():
+            model = model_builder(self.spec)()
+        return load_whole(model, self.index)
 
 
 def prepare(spec: LargeSpec, directory: Path, seed: int = 0) -> LargeModel:
