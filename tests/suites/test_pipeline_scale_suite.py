@@ -48,3 +48,12 @@ def test_the_plot_has_one_line_per_policy(tmp_path: Path) -> None:
     made = plots(figures, tmp_path)
     assert [Path(p).name for p in made["plots"]] == ["throughput-by-devices.png"]
     assert Path(made["plots"][0]).stat().st_size > 0
+
+
+def test_pipeline_scale_names_an_unknown_model_in_one_line() -> None:
+    result = runner.invoke(app, ["pipeline", "scale", "examples/pipeline-16-homogeneous.yaml",
+                                 "--model", "vit-gigantic"])
+
+    assert result.exit_code == 2
+    assert "vit-gigantic" in result.output and "vit-large" in result.output
+    assert "Traceback" not in result.output
