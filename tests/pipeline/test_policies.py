@@ -176,6 +176,6 @@ def test_bottleneck_search_beats_the_heuristics_on_50_nodes() -> None:
 
 
 def test_the_registry_names_every_policy_once() -> None:
-    assert REGISTRY.names() == ["bottleneck-search", "exact", "joint-greedy", "random",
-                                "seifer"]
+    assert REGISTRY.names() == ["bottleneck-search", "even", "exact", "joint-greedy",
+                                "pipeedge", "random", "seifer"]
     assert REGISTRY.get("seifer") is seifer

@@ -37,6 +37,7 @@ BENCHES: dict[str, str] = {
     "workloads": "edgewise.suites.workloads:SPEC",
     "manager": "edgewise.service.loadbench:SPEC",
     "time-to-accuracy": "edgewise.suites.time_to_accuracy:SPEC",
+    "pipeline-scale": "edgewise.suites.pipeline_scale:SPEC",
 }
 """Benchmark name → its spec (``"module:NAME"``)."""
 
@@ -58,6 +59,8 @@ LISTING: dict[str, str] = {
                  "overhead, pipelined outputs, bad workloads refused.",
     "time-to-accuracy": "Time to accuracy: edgewise's loops under deep-edge and fair plans "
                         "against Ray Train's DDP and one device alone.",
+    "pipeline-scale": "PipeEdge's setting on the testbed (root): ViT-Large/Huge over 16 "
+                      "devices, every policy against PipeEdge's partitioner.",
 }
 """One line per benchmark for ``edgewise bench --help``, so that listing them imports no
 spec (specs import torch or Ray); the command's own help is its spec's title."""

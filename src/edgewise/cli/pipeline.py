@@ -12,7 +12,7 @@ from rich.markup import escape
 from rich.table import Table
 from torch import nn
 
-from edgewise.cli import pipeline_run
+from edgewise.cli import pipeline_run, pipeline_scale
 from edgewise.cli.common import out, user_errors
 from edgewise.cli.pipeline_run import ModelArg, ModelOpt, pick_model
 from edgewise.cli.tables import print_fitted
@@ -94,3 +94,4 @@ def analyze(
 
 app.command("plan")(pipeline_run.plan)
 app.command("run")(pipeline_run.run)
+app.command("scale")(pipeline_scale.scale)

@@ -33,12 +33,14 @@ Example = torch.Tensor | tuple[torch.Tensor, ...] | dict[str, torch.Tensor]
 class TracedGraph(NamedTuple):
     """A traced model: its graph, the tracer ("fx" or "export"), the names of the user-input
     placeholders and, for export, the tensor behind each parameter, buffer and constant
-    placeholder (tied ones are one tensor)."""
+    placeholder (tied ones are one tensor) and the model's own name of each parameter and
+    buffer placeholder (``sources``: what a stage loads by name)."""
 
     module: fx.GraphModule
     tracer: str
     inputs: set[str]
     tensors: dict[str, torch.Tensor]
+    sources: dict[str, str] = {}  # noqa: RUF012 - never mutated
 
 # Operations that only re-describe memory (or are identities at inference): 0 FLOPs.
 _FREE = frozenset({
@@ -91,7 +93,10 @@ def _trace_locked(model: nn.Module, example: Example) -> TracedGraph:
              **sig.inputs_to_lifted_tensor_constants}
     tensors = {ph: named[fqn] for ph, fqn in state.items()
                if isinstance(named.get(fqn), torch.Tensor)}
-    return TracedGraph(ep.graph_module, "export", set(sig.user_inputs), tensors)
+    sources = {ph: fqn for ph, fqn in {**sig.inputs_to_parameters,
+                                       **sig.inputs_to_buffers}.items()
+               if ph in tensors and fqn not in sig.non_persistent_buffers}
+    return TracedGraph(ep.graph_module, "export", set(sig.user_inputs), tensors, sources)
 
 
 def _tensors(meta: Any) -> list[tuple[tuple[int, ...], torch.dtype]]:
@@ -211,7 +216,7 @@ def layer_dag(model: nn.Module, example: Example, dtype_bytes: int = 4) -> nx.Di
 def dag_of(traced: TracedGraph, dtype_bytes: int = 4) -> nx.DiGraph:
     """The layer DAG of an already traced model (see :func:`layer_dag`); its vertices are
     the names of the traced graph's nodes."""
-    gm, tracer, inputs, params = traced
+    gm, tracer, inputs, params, _ = traced
     nodes = list(gm.graph.nodes)
     dag = nx.DiGraph(tracer=tracer, dtype_bytes=dtype_bytes)
     seen: set[int] = set()

@@ -52,7 +52,19 @@ class PartitionedModel:
         if not 0 <= start < end < len(self.points):
             raise ConfigError(f"a stage runs from one point to a later one of "
                               f"0..{len(self.points) - 1}, got {start}..{end}", field="cuts")
-        return _stage(self.traced, self.points[start], self.points[end])
+        return _stage(self.traced, self.points[start], self.points[end])[0]
+
+    def stage_with_sources(self, start: int, end: int
+                           ) -> tuple[fx.GraphModule, dict[str, str]]:
+        """:meth:`stage` and, for each of its state-dict entries that is one of the model's
+        own (parameters and persistent buffers), the model's name for it: what the stage
+        loads by name from the model's weights. Entries not listed (folded constants,
+        non-persistent buffers) the stage holds itself."""
+        if not 0 <= start < end < len(self.points):
+            raise ConfigError(f"a stage runs from one point to a later one of "
+                              f"0..{len(self.points) - 1}, got {start}..{end}", field="cuts")
+        gm, names = _stage(self.traced, self.points[start], self.points[end])
+        return gm, _sources(self.traced, names, gm)
 
     def split(self, cuts: Sequence[int]) -> list[nn.Module]:
         """One stage per partition: partition ``k`` runs segments ``cuts[k] .. cuts[k+1]-1``
@@ -154,11 +166,34 @@ class _Holder:
         return self.attach(key, operator.attrgetter(key)(self.traced.module))
 
 
-def _stage(traced: TracedGraph, first: str, last: str) -> fx.GraphModule:
+def _sources(traced: TracedGraph, names: dict[str, str], gm: fx.GraphModule
+             ) -> dict[str, str]:
+    """Stage state-dict key -> the traced model's state-dict key, for what the stage reads
+    from the model (``names``: the holder's original key -> flat attribute)."""
+    own = set(traced.module.state_dict()) | set(traced.sources.values())
+    out: dict[str, str] = {}
+    for key, flat in names.items():
+        if key.startswith("~"):  # an export placeholder (or a folded constant: none)
+            fqn = traced.sources.get(key[1:])
+            if fqn is not None:
+                out[flat] = fqn
+            continue
+        value = operator.attrgetter(key)(traced.module)
+        if isinstance(value, nn.Module):
+            out |= {f"{flat}.{sub}": f"{key}.{sub}" for sub in value.state_dict()}
+        else:
+            out[flat] = key
+    kept = set(gm.state_dict())
+    return {k: v for k, v in out.items() if k in kept and v in own}
+
+
+def _stage(traced: TracedGraph, first: str, last: str
+           ) -> tuple[fx.GraphModule, dict[str, str]]:
     """The graph from the node ``first`` (its input) to the node ``last`` (its output).
 
-    Operations that read neither the input nor any state (``arange`` and what is computed
-    from it, e.g. an attention mask) are computed here once and held as buffers: a graph
+    Operations that read neither the input nor any weight (``arange``, non-persistent
+    buffers and what is computed from them, e.g. an attention mask or position ids) are
+    computed here once and held as buffers: a graph
     module is re-traced when it is unpickled, and re-tracing would turn them into constants
     that its state dict does not list."""
     nodes = {n.name: n for n in traced.module.graph.nodes}
@@ -184,6 +219,9 @@ def _stage(traced: TracedGraph, first: str, last: str) -> fx.GraphModule:
                 raise ConfigError(f"the stage from {first} to {last} needs the input "
                                   f"{node.name} too; {first} is not a partition point",
                                   field="points")
+            if node.name not in traced.sources:  # a constant or a non-persistent buffer
+                folded[node] = traced.tensors[node.name]
+                continue
             env[node] = graph.get_attr(holder.attach(f"~{node.name}", traced.tensors[node.name]))
         elif node.op in ("get_attr", "call_module"):
             env[node] = graph.create_node(node.op, holder.target(node),
@@ -192,7 +230,7 @@ def _stage(traced: TracedGraph, first: str, last: str) -> fx.GraphModule:
         else:
             env[node] = graph.node_copy(node, arg)
     graph.output(arg(end))
-    return fx.GraphModule(holder.root, graph, class_name="Stage")
+    return fx.GraphModule(holder.root, graph, class_name="Stage"), holder.names
 
 
 def _fold(node: fx.Node, folded: dict[fx.Node, torch.Tensor]) -> torch.Tensor | None:
@@ -202,6 +240,8 @@ def _fold(node: fx.Node, folded: dict[fx.Node, torch.Tensor]) -> torch.Tensor | 
         return None
     args = fx.map_arg(node.args, folded.__getitem__)
     kwargs = fx.map_arg(node.kwargs, folded.__getitem__)
+    if kwargs.get("device") == torch.device("meta"):  # traced on meta: constants are real
+        kwargs = {**kwargs, "device": torch.device("cpu")}
     with torch.no_grad():
         value = node.target(*args, **kwargs)  # type: ignore[operator]
     return value.clone() if isinstance(value, torch.Tensor) else None

@@ -19,15 +19,17 @@ from torch import nn
 
 from edgewise.cluster.model import Role
 from edgewise.errors import ConfigError, RuntimeFault
+from edgewise.nn.slices import SliceWeights, state_bytes
 from edgewise.nn.split import split_sequential
 from edgewise.runtime.ray_cluster import RayRuntime
 from edgewise.runtime.stages import DispatchEndpoint, StageActor
 from edgewise.wire.activation import ActivationCodec, decode_activation, encode_activation
 from edgewise.wire.state import stage_payload
 
-__all__ = ["Dispatcher", "Result", "Splitter"]
+__all__ = ["Dispatcher", "Payloads", "Result", "Splitter"]
 
 Splitter = Callable[[nn.Module, tuple[int, ...]], list[nn.Module]]
+Payloads = Callable[[tuple[int, ...]], list[tuple[nn.Module, SliceWeights]]]
 _ENDPOINT_MEMORY_MB = 64
 
 
@@ -56,7 +58,7 @@ class _Stage:
     device: str
     handle: Any
     skeleton: nn.Module = field(repr=False)
-    weights: bytes = field(repr=False)
+    weights: bytes | SliceWeights = field(repr=False)
     memory_mb: int
     codec: ActivationCodec
 
@@ -75,8 +77,8 @@ class Dispatcher:
     ----------
     runtime : RayRuntime
         The Ray instance hosting the cluster.
-    model : nn.Module
-        The model; ``splitter(model, cuts)`` gives its partitions.
+    model : nn.Module or None
+        The model; ``splitter(model, cuts)`` gives its partitions. None with ``payloads``.
     devices : sequence of str
         The device of each partition, in pipeline order (distinct).
     cuts : sequence of int
@@ -96,20 +98,26 @@ class Dispatcher:
         ``(model, cuts) -> list[nn.Module]``; ``split_sequential`` by default.
     max_restarts : int
         More stage restarts than this raise :class:`~edgewise.errors.RuntimeFault`.
+    payloads : Callable or None
+        ``cuts -> [(skeleton, SliceWeights)]``: each stage's structure (tensors on ``meta``)
+        and where it reads its own weights, so that neither the dispatcher nor any stage
+        holds the whole model (:mod:`edgewise.nn.slices`); replaces ``model`` and
+        ``splitter``.
     """
 
-    def __init__(self, runtime: RayRuntime, model: nn.Module, devices: Iterable[str],
+    def __init__(self, runtime: RayRuntime, model: nn.Module | None, devices: Iterable[str],
                  cuts: Iterable[int], *, dispatcher_device: str | None = None,
                  codec: ActivationCodec | None = None, window: int = 8,
                  restart: Literal["same", "other"] = "same", health_s: float = 0.5,
                  ping_timeout_s: float = 5.0, request_timeout_s: float = 30.0,
                  splitter: Splitter = split_sequential, max_restarts: int = 10,
-                 startup_timeout_s: float = 300.0) -> None:
+                 startup_timeout_s: float = 300.0, payloads: Payloads | None = None) -> None:
         if window < 1 or restart not in ("same", "other"):
             raise ConfigError("window must be >= 1 and restart 'same' or 'other'",
                               field="window")
         self.runtime, self.codec = runtime, codec or ActivationCodec()
         self.window, self.restart, self.splitter = window, restart, splitter
+        self.payloads = payloads
         self.health_s, self.ping_timeout_s = health_s, ping_timeout_s
         self.request_timeout_s, self.max_restarts = request_timeout_s, max_restarts
         self.startup_timeout_s = startup_timeout_s
@@ -155,7 +163,7 @@ class Dispatcher:
                 return
             self._pump()
 
-    def switch_model(self, model: nn.Module, cuts: Iterable[int],
+    def switch_model(self, model: nn.Module | None, cuts: Iterable[int],
                      devices: Iterable[str] | None = None,
                      codec: ActivationCodec | None = None) -> None:
         """Model watch (SEIFER §4.3.2 (3)): deploy the new model's stages alongside the old
@@ -192,18 +200,27 @@ class Dispatcher:
             ray.kill(actor)
         self.stages = []
 
-    def _deploy(self, model: nn.Module, cuts: tuple[int, ...], devices: tuple[str, ...],
+    def _parts(self, model: nn.Module | None, cuts: tuple[int, ...]
+               ) -> list[tuple[nn.Module, bytes | SliceWeights]]:
+        """Each stage's structure (on ``meta``) and its weights, or where to read them."""
+        if self.payloads is not None:
+            return list(self.payloads(cuts))
+        if model is None:
+            raise ConfigError("a pipeline needs a model or stage payloads", field="model")
+        return [stage_payload(part) for part in self.splitter(model, cuts)]
+
+    def _deploy(self, model: nn.Module | None, cuts: tuple[int, ...], devices: tuple[str, ...],
                 codec: ActivationCodec) -> list[_Stage]:
         """Start one actor per partition, chain them, the last to the endpoint; wait ready."""
-        parts = self.splitter(model, cuts)
+        parts = self._parts(model, cuts)
         if len(parts) != len(devices) or len(set(devices)) != len(devices):
             raise ConfigError(f"{len(parts)} partitions need as many distinct devices, got "
                               f"{list(devices)}", field="devices")
         tag = uuid.uuid4().hex[:6]
         stages = []
-        for k, (part, device) in enumerate(zip(parts, devices, strict=True)):
-            skeleton, weights = stage_payload(part)
-            memory_mb = 64 + math.ceil(4 * len(weights) / 2**20)
+        for k, ((skeleton, weights), device) in enumerate(zip(parts, devices, strict=True)):
+            memory_mb = 64 + (math.ceil(4 * len(weights) / 2**20) if isinstance(weights, bytes)
+                              else math.ceil(state_bytes(skeleton) / 2**20))
             stage = _Stage(f"stage-{tag}-{k}", device, None, skeleton, weights, memory_mb, codec)
             stage.handle = self._start(stage, device)
             stages.append(stage)

@@ -12,12 +12,12 @@ from typing import Any
 import numpy as np
 from torch import nn
 
-from edgewise.errors import ConfigError
+from edgewise.errors import ConfigError, InfeasibleError
 from edgewise.pipeline.dispatcher import Dispatcher, Result
 from edgewise.pipeline.problem import PipelinePlan, PipelineProblem
 from edgewise.runtime.ray_cluster import RayRuntime
 
-__all__ = ["Dispatcher", "PipelineRun", "Result", "execute", "stream"]
+__all__ = ["Dispatcher", "PipelineRun", "Result", "check_memory", "execute", "stream"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,8 +63,21 @@ def stream(dispatcher: Dispatcher, inputs: Iterable[np.ndarray[Any, Any]], *,
     )
 
 
+def check_memory(runtime: RayRuntime, problem: PipelineProblem, plan: PipelinePlan) -> None:
+    """Refuse, before anything starts, a plan whose partition does not fit its device's
+    memory in the runtime's cluster (InfeasibleError naming the device and the bytes)."""
+    chain = problem.chain
+    for k, node in enumerate(plan.nodes):
+        device = runtime.cluster.device(problem.nodes[node])
+        need = sum(chain.memory_bytes[plan.cuts[k]:plan.cuts[k + 1]])
+        have = int(device.memory_mb * 2**20)
+        if need > have:
+            raise InfeasibleError(f"stage {k} of {chain.name!r} needs {need} bytes; device "
+                                  f"{device.name!r} has {have} bytes")
+
+
 def execute(runtime: RayRuntime, problem: PipelineProblem, plan: PipelinePlan, /, *,
-            model: nn.Module, inputs: Iterable[np.ndarray[Any, Any]],
+            model: nn.Module | None, inputs: Iterable[np.ndarray[Any, Any]],
             on_result: Callable[[Dispatcher, Result], None] | None = None,
             **dispatcher_options: Any) -> PipelineRun:
     """Carry ``plan`` out: deploy ``model`` split at ``plan.cuts`` on the plan's nodes, stream
@@ -80,9 +93,10 @@ def execute(runtime: RayRuntime, problem: PipelineProblem, plan: PipelinePlan, /
     plan : PipelinePlan
         The plan a policy made; partition ``k`` runs segments ``cuts[k] .. cuts[k + 1] - 1``
         on ``problem.nodes[plan.nodes[k]]``.
-    model : nn.Module
+    model : nn.Module or None
         The model whose segments the problem's chain describes (for the default splitter,
-        an ``nn.Sequential`` with one child per segment).
+        an ``nn.Sequential`` with one child per segment); None when the dispatcher option
+        ``payloads`` gives each stage its slice.
     inputs : iterable of ndarray
         One request each.
     on_result : Callable or None
@@ -101,12 +115,15 @@ def execute(runtime: RayRuntime, problem: PipelineProblem, plan: PipelinePlan, /
     ------
     ConfigError
         A node of the plan is not a device of the runtime's cluster.
+    InfeasibleError
+        A partition does not fit its device's memory (checked before anything starts).
     """
     devices = [problem.nodes[i] for i in plan.nodes]
     known = set(runtime.cluster.device_names)
     missing = [d for d in devices if d not in known]
     if missing:
         raise ConfigError(f"the cluster has no device {missing[0]!r} of the plan", field="nodes")
+    check_memory(runtime, problem, plan)
     if problem.dispatcher in known:
         dispatcher_options.setdefault("dispatcher_device", problem.dispatcher)
     dispatcher = Dispatcher(runtime, model, devices, plan.cuts, **dispatcher_options)

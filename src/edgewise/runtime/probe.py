@@ -15,7 +15,7 @@ from edgewise.runtime.ray_cluster import RayRuntime
 from edgewise.runtime.shaping import LinkDown, ShapedLink
 from edgewise.wire.frames import decode, encode
 
-__all__ = ["ProbeActor", "measure_bandwidth"]
+__all__ = ["ProbeActor", "measure_bandwidth", "measure_link_matrix"]
 
 _PROBE_MEMORY_MB = 32
 
@@ -37,6 +37,10 @@ class ProbeActor:
         """Validate one probe frame and record its arrival time and size."""
         if not decode(frame).meta.get("warmup"):
             self.arrivals.append((time.perf_counter(), len(frame)))
+
+    def reset(self) -> None:
+        """Forget the arrivals so far (the actor measures another link next)."""
+        self.arrivals = []
 
     def report(self) -> tuple[int, float]:
         """Bytes that arrived after the first frame, and seconds from first to last arrival."""
@@ -118,3 +122,29 @@ def measure_bandwidth(runtime: RayRuntime, a: str, b: str, size_bytes: int = 1_0
         ray.kill(sender)
         ray.kill(receiver)
     return float(nbytes * 8 / seconds / 1e6) if seconds > 0 else float("inf")
+
+
+def measure_link_matrix(runtime: RayRuntime, devices: list[str], size_bytes: int = 1_000_000,
+                        frame_bytes: int = 65_536, seed: int = 0) -> np.ndarray[Any, Any]:
+    """Every pair's rate, Mbit/s of wall time, as SEIFER measures its links with iPerf: one
+    probe actor per device (started once), each pair probed once in one direction over the
+    link the runtime's transport uses (the kernel shapes it on a testbed), the matrix
+    symmetric with zeros on its diagonal, rows and columns in ``devices``' order."""
+    tag = uuid.uuid4().hex[:8]
+    actors = [ProbeActor.options(  # type: ignore[attr-defined]
+        **runtime.actor_options(d, _PROBE_MEMORY_MB, f"probe-{d}-{tag}")).remote(d)
+        for d in devices]
+    out = np.zeros((len(devices), len(devices)))
+    try:
+        ray.get([a.ready.remote() for a in actors])
+        for i, a in enumerate(devices):
+            for j in range(i + 1, len(devices)):
+                ray.get(actors[j].reset.remote())
+                ray.get(actors[i].blast.remote(actors[j], runtime.transport_link(a, devices[j]),
+                                               size_bytes, frame_bytes, seed))
+                nbytes, seconds = ray.get(actors[j].report.remote())
+                out[i, j] = out[j, i] = nbytes * 8 / seconds / 1e6 if seconds > 0 else np.inf
+    finally:
+        for actor in actors:
+            ray.kill(actor)
+    return out

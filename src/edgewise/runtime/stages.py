@@ -3,6 +3,7 @@ forwards its output over a shaped link, and the dispatcher's IO endpoint."""
 
 from __future__ import annotations
 
+import resource
 import threading
 import time
 from typing import Any
@@ -12,6 +13,7 @@ import torch
 from torch import nn
 
 from edgewise.cluster.model import Link
+from edgewise.nn.slices import SliceWeights, load_slice
 from edgewise.runtime.emulation import emulated_compute
 from edgewise.runtime.shaping import ByteCounter, ShapedLink
 from edgewise.wire.activation import ActivationCodec, decode_activation, encode_activation
@@ -62,19 +64,21 @@ class StageActor(_Hop):
         The actor's name and the device it runs on.
     skeleton : nn.Module
         The partition's structure, tensors on ``meta`` (see :func:`stage_payload`).
-    weights : bytes
-        The partition's state dict as a transport frame.
+    weights : bytes or SliceWeights
+        The partition's state dict as a transport frame, or where to read exactly its own
+        tensors by name (the model's safetensors shards): then no process holds the model.
     stretch : float
         Emulated seconds per host CPU second (1.0 on a real device).
     codec : ActivationCodec
         How outgoing activations are compressed.
     """
 
-    def __init__(self, name: str, device: str, skeleton: nn.Module, weights: bytes,
-                 stretch: float, codec: ActivationCodec) -> None:
+    def __init__(self, name: str, device: str, skeleton: nn.Module,
+                 weights: bytes | SliceWeights, stretch: float, codec: ActivationCodec) -> None:
         torch.set_num_threads(1)
         self.name, self.device, self.stretch, self.codec = name, device, stretch, codec
-        self.module = materialize(skeleton, weights)
+        self.module = load_slice(skeleton, weights) if isinstance(weights, SliceWeights) \
+            else materialize(skeleton, weights)
         self._init_hop()
         self.processed = 0
         self.compute_s = 0.0  # wall seconds computing: on a real device, its own speed
@@ -92,8 +96,12 @@ class StageActor(_Hop):
 
     @ray.method(concurrency_group="control")
     def timing(self) -> dict[str, float]:
-        """Frames processed and the wall seconds spent computing them."""
-        return {"processed": float(self.processed), "compute_s": self.compute_s}
+        """Frames processed, the wall seconds spent computing them, the partition's
+        parameters, and the process's peak resident memory (its high-water mark)."""
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # KiB on Linux
+        return {"processed": float(self.processed), "compute_s": self.compute_s,
+                "parameters": float(sum(p.numel() for p in self.module.parameters())),
+                "peak_rss_bytes": float(peak)}
 
     @ray.method(concurrency_group="data")
     def process(self, frame: bytes) -> None:

@@ -1,0 +1,186 @@
+"""Models too big for one device, pipelined over many (PipeEdge's setting): each device
+type's speed profiled where it runs, the cluster's memory, compute and links as a
+placement problem, and a plan served from weight shards with enough requests in flight
+to keep every stage busy, its per-stage busy fractions and peak memory measured."""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+from numpy.typing import NDArray
+
+from edgewise.cluster.model import Cluster
+from edgewise.errors import ConfigError
+from edgewise.nn.chain import ModelChain
+from edgewise.nn.large import LargeModel
+from edgewise.nn.slices import state_bytes
+from edgewise.pipeline.dispatcher import Dispatcher, Result
+from edgewise.pipeline.problem import PipelinePlan, PipelineProblem
+from edgewise.pipeline.run import PipelineRun, execute
+from edgewise.pipeline.sim import PipelineOutcome, simulate
+from edgewise.runtime.ray_cluster import RayRuntime
+from edgewise.runtime.slice_profile import time_slice
+
+__all__ = ["RESERVE_MB", "ScaleRun", "cluster_problem", "point_example", "profile_gflops",
+           "serve", "whole_model_outputs", "window_for"]
+
+RESERVE_MB = 512
+"""Memory a stage's process needs besides its slice (Python, torch, Ray's worker): the
+planner offers each device its memory less this."""
+
+
+def point_example(lm: LargeModel, point: int, seed: int = 0) -> np.ndarray[Any, Any]:
+    """A random tensor shaped as the value at candidate point ``point`` (the model's
+    input at 0), from the trace's shapes."""
+    if point == 0:
+        return lm.example.numpy()
+    node = {n.name: n for n in lm.partitioned.traced.module.graph.nodes}[
+        lm.partitioned.points[point]]
+    meta = node.meta.get("val", node.meta.get("tensor_meta"))
+    shape = tuple(int(s) for s in meta.shape)
+    return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
+
+
+def _one_block(chain: ModelChain, blocks: int) -> tuple[int, int]:
+    """Segments from the middle of the chain holding about 1/``blocks`` of its FLOPs."""
+    start, total = chain.n_segments // 2, sum(chain.flops)
+    end, acc = start, 0.0
+    while end < chain.n_segments and acc < total / max(blocks, 1):
+        acc, end = acc + chain.flops[end], end + 1
+    return start, max(end, start + 1)
+
+
+def profile_gflops(runtime: RayRuntime, lm: LargeModel, devices: Sequence[str], *,
+                   repeats: int = 2) -> dict[str, float]:
+    """Each device's speed in GFLOP/s of the chain's FLOPs per wall second, as PipeEdge
+    profiles: one device of each type runs about one block of the model (its median of
+    ``repeats`` passes after a warm-up) and its type shares the figure."""
+    chain = lm.partitioned.chain
+    a, b = _one_block(chain, int(lm.spec.kwargs().get("num_hidden_layers", 1)))
+    skeleton, ref = lm.payloads((a, b))[0]
+    x, flops = point_example(lm, a), sum(chain.flops[a:b])
+    memory_mb = 64 + math.ceil(state_bytes(skeleton) / 2**20)
+    by_type: dict[str, float] = {}
+    out = {}
+    for name in devices:
+        kind = runtime.cluster.device(name).type
+        if kind not in by_type:
+            seconds = time_slice(runtime, name, skeleton, ref, x, memory_mb, repeats)
+            by_type[kind] = flops / 1e9 / max(seconds, 1e-9)
+        out[name] = by_type[kind]
+    return out
+
+
+def cluster_problem(cluster: Cluster, chain: ModelChain, gflops: Mapping[str, float], *,
+                    dispatcher: str, bandwidth_mbps: NDArray[np.float64] | None = None,
+                    time_dilation: float = 1.0, reserve_mb: int = RESERVE_MB
+                    ) -> PipelineProblem:
+    """The placement problem on every device of ``cluster`` but ``dispatcher``: each
+    device's memory less ``reserve_mb``, its profiled speed, and the links' rates (the
+    cluster file's, or ``bandwidth_mbps`` measured, over [dispatcher, nodes...]) divided by
+    ``time_dilation`` so that transfers and compute are both in wall seconds; raw float32
+    activations (compression 1)."""
+    nodes = tuple(d.name for d in cluster.devices if d.name != dispatcher)
+    if not nodes:
+        raise ConfigError("the cluster has no device for a stage", field="devices")
+    names = (dispatcher, *nodes)
+    if bandwidth_mbps is None:
+        bandwidth_mbps = np.array([[0.0 if a == b else cluster.link(a, b).bandwidth_mbps
+                                    for b in names] for a in names])
+    memory = tuple(max(0, cluster.device(n).memory_mb - reserve_mb) * 2**20 for n in nodes)
+    return PipelineProblem(chain, nodes, memory, bandwidth_mbps / time_dilation,
+                           tuple(float(gflops[n]) for n in nodes), compression=1.0,
+                           dispatcher=dispatcher)
+
+
+def window_for(outcome: PipelineOutcome) -> int:
+    """Requests in flight that keep the bottleneck busy (Little's law: one request's latency
+    over the bottleneck's time per request), plus two: one queued at the bottleneck, one
+    on its way back."""
+    if outcome.bottleneck_s <= 0:
+        return 2
+    return math.ceil(outcome.latency_s / outcome.bottleneck_s) + 2
+
+
+@dataclass(frozen=True, slots=True)
+class ScaleRun:
+    """One plan served: the simulated outcome, the run, the window, the largest output
+    difference to the whole model, and per stage its steady-state busy fraction (compute
+    seconds over wall seconds once the pipeline is full), its peak memory (process RSS)
+    and its device's memory; ``steady_rps``: results per second once the pipeline is full
+    (from the ``window``-th result, or the middle one if that is later, to the last)."""
+
+    outcome: PipelineOutcome
+    run: PipelineRun
+    window: int
+    max_abs_diff: float
+    busy: tuple[float, ...]
+    peak_bytes: tuple[int, ...]
+    device_bytes: tuple[int, ...]
+    steady_rps: float
+
+
+class _Steady:
+    """An ``on_result`` hook: the stages' compute seconds when the pipeline is full and at
+    the last result, with the wall clock."""
+
+    def __init__(self, full_at: int, last: int) -> None:
+        self.full_at, self.last = full_at, last
+        self.marks: list[tuple[float, list[dict[str, float]]]] = []
+
+    def __call__(self, dispatcher: Dispatcher, result: Result) -> None:
+        if result.request_id in (self.full_at, self.last):
+            self.marks.append((time.perf_counter(), dispatcher.stage_timings()))
+
+    def rate(self) -> float:
+        """Results per second between the two marks (0 without both)."""
+        if len(self.marks) < 2:
+            return 0.0
+        return (self.last - self.full_at) / max(self.marks[-1][0] - self.marks[0][0], 1e-9)
+
+    def busy(self) -> tuple[float, ...]:
+        if len(self.marks) < 2:
+            return ()
+        (t0, a), (t1, b) = self.marks[0], self.marks[-1]
+        return tuple(round((y["compute_s"] - x["compute_s"]) / max(t1 - t0, 1e-9), 4)
+                     for x, y in zip(a, b, strict=True))
+
+
+def serve(runtime: RayRuntime, lm: LargeModel, problem: PipelineProblem, plan: PipelinePlan,
+          inputs: Sequence[np.ndarray[Any, Any]], reference: Sequence[np.ndarray[Any, Any]],
+          *, on_result: Callable[[Dispatcher, Result], None] | None = None,
+          **options: Any) -> ScaleRun:
+    """Serve ``inputs`` through ``plan``, each stage loading only its slice; compare with
+    ``reference`` (the whole model's outputs, computed off the devices)."""
+    outcome = simulate(problem, lambda _p, _r: plan)
+    window = int(options.pop("window", window_for(outcome)))
+    # the span starts once ``window`` results are back (at most half-way: few requests)
+    steady = _Steady(min(window, len(inputs) // 2), len(inputs) - 1)
+
+    def hook(dispatcher: Dispatcher, result: Result) -> None:
+        steady(dispatcher, result)
+        if on_result is not None:
+            on_result(dispatcher, result)
+
+    run = execute(runtime, problem, plan, model=None, inputs=inputs, on_result=hook,
+                  payloads=lm.payloads, window=window, **options)
+    diff = max((float(np.max(np.abs(got - want))) for got, want in
+                zip(run.outputs, reference, strict=True)), default=0.0)
+    devices = [runtime.cluster.device(problem.nodes[i]) for i in plan.nodes]
+    return ScaleRun(outcome, run, window, diff, steady.busy(),
+                    tuple(int(t.get("peak_rss_bytes", 0)) for t in run.stage_timings),
+                    tuple(d.memory_mb * 2**20 for d in devices), steady.rate())
+
+
+@torch.no_grad()
+def whole_model_outputs(lm: LargeModel, inputs: Sequence[np.ndarray[Any, Any]]
+                        ) -> list[np.ndarray[Any, Any]]:
+    """The reference: the whole model, built once here (off the devices), on each input."""
+    model = lm.reference()
+    return [model(torch.from_numpy(np.ascontiguousarray(x))).numpy() for x in inputs]

@@ -1,0 +1,120 @@
+"""One large-model pipeline experiment, as `edgewise pipeline scale` and the pipeline-scale
+bench run it: profile the devices, take the links from the cluster file or measure them,
+plan with a policy on some of the devices, serve, and report per stage."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from edgewise.cluster.model import Role
+from edgewise.errors import ConfigError
+from edgewise.nn.large import LargeModel, large_spec, prepare
+from edgewise.pipeline.policies import get_policy
+from edgewise.pipeline.problem import PipelinePlan, PipelineProblem
+from edgewise.pipeline.scale import ScaleRun, cluster_problem, profile_gflops
+from edgewise.runtime.probe import measure_link_matrix
+from edgewise.runtime.ray_cluster import RayRuntime
+
+__all__ = ["SMALL", "ScaleSetup", "load_model", "plan_on", "run_json", "setup"]
+
+SMALL = {"hidden_size": 64, "num_hidden_layers": 4, "num_attention_heads": 4,
+         "intermediate_size": 128, "image_size": 32, "patch_size": 8, "seq_len": 16,
+         "vocab_size": 1000}
+"""A small model of the same class (``--small``): for trying the command quickly."""
+
+
+def load_model(name: str, directory: Path, *, small: bool = False, seed: int = 0) -> LargeModel:
+    """The named large model (or its small sibling), weights under ``directory``/name."""
+    spec = large_spec(name)
+    if small:
+        keys = set(spec.kwargs())
+        spec = large_spec(name, **{k: v for k, v in SMALL.items() if k in keys})
+    return prepare(spec, directory / spec.name, seed)
+
+
+@dataclass(frozen=True, slots=True)
+class ScaleSetup:
+    """What every plan on one cluster shares: the model, the dispatcher, each device's
+    profiled speed, the link matrix over [dispatcher, devices...] and where it came from."""
+
+    runtime: RayRuntime
+    model: LargeModel
+    dispatcher: str
+    devices: tuple[str, ...]
+    gflops: dict[str, float]
+    bandwidth_mbps: NDArray[np.float64] | None
+    links: str
+
+
+def setup(runtime: RayRuntime, model: LargeModel, *, measure_links: bool = False,
+          repeats: int = 2) -> ScaleSetup:
+    """Profile each device type; with ``measure_links``, probe every pair's rate (the plan
+    then uses the measured rates instead of the cluster file's)."""
+    cluster = runtime.cluster
+    managers = cluster.with_role(Role.MANAGER)
+    dispatcher = (managers[0] if managers else cluster.devices[-1]).name
+    devices = tuple(d.name for d in cluster.devices if d.name != dispatcher)
+    gflops = profile_gflops(runtime, model, devices, repeats=repeats)
+    bandwidth = None
+    if measure_links:
+        bandwidth = measure_link_matrix(runtime, [dispatcher, *devices])
+    return ScaleSetup(runtime, model, dispatcher, devices, gflops, bandwidth,
+                      "measured" if measure_links else "cluster file")
+
+
+def plan_on(s: ScaleSetup, count: int, policy: str, seed: int = 0
+            ) -> tuple[PipelineProblem, PipelinePlan]:
+    """The problem on the first ``count`` devices and ``policy``'s plan for it."""
+    if not 1 <= count <= len(s.devices):
+        raise ConfigError(f"--devices must be 1..{len(s.devices)}, got {count}",
+                          field="devices")
+    dilation = 1.0 if s.bandwidth_mbps is not None else s.runtime.time_dilation
+    problem = cluster_problem(s.runtime.cluster, s.model.partitioned.chain, s.gflops,
+                              dispatcher=s.dispatcher, bandwidth_mbps=s.bandwidth_mbps,
+                              time_dilation=dilation)
+    keep = list(range(count + 1))  # the dispatcher and the first ``count`` devices
+    problem = replace(problem, nodes=problem.nodes[:count],
+                      memory_bytes=problem.memory_bytes[:count],
+                      gflops=None if problem.gflops is None else problem.gflops[:count],
+                      bandwidth_mbps=problem.bandwidth_mbps[np.ix_(keep, keep)])
+    return problem, get_policy(policy)(problem, np.random.default_rng(seed))
+
+
+def run_json(s: ScaleSetup, problem: PipelineProblem, plan: PipelinePlan,
+             done: ScaleRun) -> dict[str, Any]:
+    """One served plan as JSON: the plan, the links it used, the measured against the
+    planned throughput, and per stage its device, parameters, busy fraction, peak memory
+    beside the device's."""
+    dilation = s.runtime.time_dilation
+    stages = []
+    for k, node in enumerate(plan.nodes):
+        timing = done.run.stage_timings[k] if k < len(done.run.stage_timings) else {}
+        stages.append({
+            "device": problem.nodes[node], "segments": [plan.cuts[k], plan.cuts[k + 1]],
+            "parameters": int(timing.get("parameters", 0)),
+            "busy_fraction": done.busy[k] if k < len(done.busy) else None,
+            "peak_memory_bytes": done.peak_bytes[k], "device_memory_bytes": done.device_bytes[k],
+            "peak_memory_ratio": round(done.peak_bytes[k] / done.device_bytes[k], 4)})
+    bound = done.outcome.throughput_rps
+    return {
+        "policy": plan.policy, "devices": len(problem.nodes), "stages_used": len(plan.nodes),
+        "links": s.links,
+        "cuts": list(plan.cuts), "window": done.window, "requests": len(done.run.outputs),
+        "in_order": done.run.request_ids == sorted(done.run.request_ids),
+        "duplicates": done.run.duplicates, "restarts": done.run.restarts,
+        "outputs_max_abs_diff": done.max_abs_diff,
+        "planned_throughput_rps": round(bound, 4),
+        "throughput_rps": round(done.run.throughput_rps, 4),
+        "steady_throughput_rps": round(done.steady_rps, 4),
+        "steady_ratio_to_plan": round(done.steady_rps / bound, 4) if bound else None,
+        "time_dilation": dilation, "stages": stages}
+
+
+def stage_devices(problem: PipelineProblem, plan: PipelinePlan) -> Sequence[str]:
+    return [problem.nodes[i] for i in plan.nodes]

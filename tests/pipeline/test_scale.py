@@ -1,0 +1,83 @@
+"""A small transformer of the ViT-Huge class pipelined on emulated devices from its weight
+shards: every request answered once, in order, equal to the whole model; each stage holds
+exactly its slice; a plan that does not fit is refused before anything starts."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from edgewise.cluster.schema import cluster_from_dict
+from edgewise.errors import InfeasibleError
+from edgewise.nn.large import LargeModel, large_spec, prepare
+from edgewise.pipeline.policies import get_policy
+from edgewise.pipeline.run import check_memory
+from edgewise.pipeline.scale import (
+    cluster_problem,
+    profile_gflops,
+    serve,
+    whole_model_outputs,
+)
+from edgewise.pipeline.workload import random_inputs
+from edgewise.runtime.ray_cluster import RayRuntime, start_local
+
+CLUSTER = {
+    "name": "test-scale",
+    "default_link": {"bandwidth_mbps": 1000, "latency_ms": 0.2},
+    "devices": [*({"name": f"pi-{i}", "type": "raspberry-pi-4-4gb"} for i in range(4)),
+                {"name": "host", "type": "raspberry-pi-5", "roles": ["manager"]}],
+}
+SMALL = {"hidden_size": 32, "num_hidden_layers": 4, "num_attention_heads": 4,
+         "intermediate_size": 64, "image_size": 16, "patch_size": 8, "num_labels": 5}
+
+
+@pytest.fixture(scope="module")
+def runtime() -> Iterator[RayRuntime]:
+    rt = start_local(cluster_from_dict(CLUSTER, source="test"))
+    yield rt
+    rt.shutdown()
+
+
+@pytest.fixture(scope="module")
+def small(tmp_path_factory: pytest.TempPathFactory) -> LargeModel:
+    return prepare(large_spec("vit-huge", **SMALL), Path(tmp_path_factory.mktemp("vit")), 1)
+
+
+@pytest.mark.ray
+def test_small_vit_pipeline_answers_once_and_holds_only_its_slices(
+        runtime: RayRuntime, small: LargeModel) -> None:
+    nodes = [f"pi-{i}" for i in range(4)]
+    gflops = profile_gflops(runtime, small, nodes, repeats=1)
+    assert set(gflops) == set(nodes) and all(g > 0 for g in gflops.values())
+    problem = cluster_problem(runtime.cluster, small.partitioned.chain, gflops,
+                              dispatcher="host")
+    plan = get_policy("even")(problem, np.random.default_rng(0))
+    inputs = random_inputs(small.example, 10, seed=2)
+    done = serve(runtime, small, problem, plan, inputs, whole_model_outputs(small, inputs))
+    assert done.run.request_ids == list(range(10)) and done.run.duplicates == 0
+    assert done.max_abs_diff <= 1e-4
+    sizes = {k: v.numel() for k, v in small.reference().named_parameters()}
+    for (_, ref), timing in zip(small.payloads(plan.cuts), done.run.stage_timings,
+                                strict=True):
+        assert timing["parameters"] == sum(sizes[n] for _, n in ref.sources if n in sizes)
+    assert sum(t["parameters"] for t in done.run.stage_timings) == sum(sizes.values())
+    assert len(done.busy) == plan.n_partitions == 4
+    assert all(0 < p < d for p, d in zip(done.peak_bytes, done.device_bytes, strict=True))
+    assert done.window >= 2
+
+
+@pytest.mark.ray
+def test_a_plan_that_does_not_fit_is_refused_naming_device_and_bytes(
+        runtime: RayRuntime, small: LargeModel) -> None:
+    chain = small.partitioned.chain
+    problem = cluster_problem(runtime.cluster, chain, dict.fromkeys(
+        ("pi-0", "pi-1", "pi-2", "pi-3"), 1.0), dispatcher="host")
+    plan = get_policy("even")(problem, np.random.default_rng(0))
+    huge = dataclasses.replace(problem, chain=dataclasses.replace(
+        chain, memory_bytes=(2**40,) * chain.n_segments))
+    with pytest.raises(InfeasibleError, match=r"needs \d+ bytes; device 'pi-0' has 4294967296"):
+        check_memory(runtime, huge, plan)
