@@ -213,6 +213,9 @@ def run_scenario(problem: SitesProblem, policy: str, seed: int,
             bars.advance(task, data["record"].chunks)
         elif kind == "slot_start":
             bars.update(task, description=f"slot {data['slot'] + 1}/{data['n_slots']}")
+            if not err.is_terminal:  # the bar draws nothing in a log: a plain line instead
+                err.print(f"slot {data['slot'] + 1} of {data['n_slots']} starts",
+                          highlight=False)
 
     config = SiteRunConfig(seed=seed, epochs_per_slot=epochs_per_slot)
     with bars:
