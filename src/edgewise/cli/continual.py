@@ -188,6 +188,19 @@ def _advance(bar: Progress, task: TaskID) -> Callable[[WindowResult], None]:
     return lambda result: bar.advance(task)
 
 
+def _windows_of(runtime: Any, problem: LiveProblem, policy: str,
+                windows: int) -> list[WindowResult]:
+    """``policy``'s windows, behind a bar on a terminal, else with a plain line per window."""
+    label = f"{policy}: {windows} windows"
+    if err.is_terminal:
+        with Progress(console=err, transient=True) as bar:
+            task = bar.add_task(label, total=windows)
+            return execute(runtime, problem, policy, progress=_advance(bar, task))
+    with stage(label):
+        return execute(runtime, problem, policy, progress=lambda r: err.print(
+            f"{policy}: window {r.index} done", highlight=False))
+
+
 def run_windows(streams: int, windows: int, window_s: float, seed: int,
                 policies: Sequence[str], a_min: float = 0.0, console: Console = out,
                 show: bool = True, frames: Sequence[Path] = (),
@@ -219,10 +232,7 @@ def run_windows(streams: int, windows: int, window_s: float, seed: int,
     found: dict[str, list[WindowResult]] = {}
     try:
         for policy in policies:
-            with Progress(console=console, transient=True) as bar:
-                task = bar.add_task(f"{policy}: {windows} windows", total=windows)
-                found[policy] = execute(runtime, problem, policy,
-                                        progress=_advance(bar, task))
+            found[policy] = _windows_of(runtime, problem, policy, windows)
             if show:
                 console.print(window_table(found[policy], policy))
     finally:

@@ -12,6 +12,7 @@ import typer
 from rich.table import Table
 
 from edgewise.cli.common import Address, err, out, state_dir, user_errors
+from edgewise.cli.stages import stage
 from edgewise.cli.tables import print_fitted
 from edgewise.cli.workload_opts import (
     ClassesOpt,
@@ -235,7 +236,9 @@ def simulate_command(
     ref = model_ref(None if workload_file else model, args, weights, input_shape, classes,
                     workload_file)
     assert ref is not None
-    rows = _simulate(method, ref, edges, workload, online, rounds, seed, parts)
+    with stage(f"pre-training and simulating {len(method)} methods ({rounds} + {online} "
+               "rounds)"):
+        rows = _simulate(method, ref, edges, workload, online, rounds, seed, parts)
     if as_json:
         doc: dict[str, Any] = {name: method_means(res) for name, res in rows.items()}
         print(json.dumps(doc))
@@ -247,7 +250,9 @@ def demo_part(online: int = 20, rounds: int = 200) -> dict[str, float]:
     """`edgewise demo`'s SROLE part (well under 45 s), simulated: the methods pre-trained
     briefly (``rounds``) and compared over ``online`` rounds on a 10-node, 2-cluster network
     training VGG-16 at 100 % workload; each method's mean JCT."""
-    rows = _simulate(list(METHOD_NAMES), "vgg-16", 10, 100.0, online, rounds, 0)
+    with stage(f"pre-training and simulating {len(METHOD_NAMES)} methods ({rounds} + "
+               f"{online} rounds)"):
+        rows = _simulate(list(METHOD_NAMES), "vgg-16", 10, 100.0, online, rounds, 0)
     print_fitted(results_table(rows), out)
     return {name: method_means(outcome)["jct_s"] for name, outcome in rows.items()}
 

@@ -12,6 +12,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from edgewise.cli.common import Address, err, out, user_errors
+from edgewise.cli.stages import stage
 from edgewise.cli.tables import compact, print_fitted
 from edgewise.cluster.model import Cluster
 from edgewise.cluster.schema import load_cluster
@@ -169,7 +170,10 @@ def simulate_command(
 ) -> None:
     """Simulate policies slot by slot; print total cost (latency + bandwidth) and makespan."""
     problem = _scenario(scenario, seed, sites, jobs, horizon)
-    results = [simulate(problem, p, seed=seed) for p in policy]
+    results = []
+    for p in policy:
+        with stage(f"simulating {p} over {problem.horizon} slots"):
+            results.append(simulate(problem, p, seed=seed))
     if as_json:
         print(json.dumps(sim_json(problem, results)))
     else:
@@ -213,6 +217,9 @@ def run_scenario(problem: SitesProblem, policy: str, seed: int,
             bars.advance(task, data["record"].chunks)
         elif kind == "slot_start":
             bars.update(task, description=f"slot {data['slot'] + 1}/{data['n_slots']}")
+            if not err.is_terminal:  # the bar draws nothing in a log: a plain line instead
+                err.print(f"slot {data['slot'] + 1} of {data['n_slots']} starts",
+                          highlight=False)
 
     config = SiteRunConfig(seed=seed, epochs_per_slot=epochs_per_slot)
     with bars:

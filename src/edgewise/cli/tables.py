@@ -1,7 +1,7 @@
 """Tables that read at the terminal's width (80 columns when output is not a terminal):
 large numbers in engineering notation, and where the columns cannot fit without cutting a
 cell, the same figures turned on their side (one column per row) or, failing that, one
-block per row."""
+paragraph per row."""
 
 from __future__ import annotations
 
@@ -80,16 +80,13 @@ def _sideways(table: Table) -> Table:
 
 
 def _blocks(table: Table) -> Group:
-    """One two-column block (figure, value) per row of ``table``, titled by its first cell."""
+    """One paragraph per row of ``table``: its first cell, then each figure with its header
+    (``tx2-0: type jetson-tx2; cores 6; ...``), wrapped at spaces."""
     headers, rows = _headers(table), _cells(table)
     parts: list[RenderableType] = [Text(str(table.title or ""), style="italic")]
     for row in rows:
-        block = Table(title=f"{headers[0]}: {row[0]}", show_header=False)
-        block.add_column("figure")
-        block.add_column("value", justify="right")
-        for header, cell in zip(headers[1:], row[1:], strict=True):
-            block.add_row(header, cell)
-        parts.append(block)
+        figures = "; ".join(f"{h} {c}" for h, c in zip(headers[1:], row[1:], strict=True))
+        parts.append(Text(f"{row[0]}: {figures}"))
     if table.caption:
         parts.append(Text(str(table.caption), style="dim"))
     return Group(*parts)
