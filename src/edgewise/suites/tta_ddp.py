@@ -77,7 +77,10 @@ def _loop(config: dict[str, Any], rank: int, world: int, wrap: Any) -> list[tupl
                 opt.zero_grad()
                 loss(workload.task, model(x[index]), y[index]).backward()  # type: ignore[no-untyped-call]
                 opt.step()
-        acc = _accuracy(model, workload.task, vx, vy) if rank == 0 else float("nan")
+        # rank 0 evaluates its replica outside DDP (DDP's forward would broadcast buffers,
+        # a collective the other ranks do not join)
+        plain = getattr(model, "module", model)
+        acc = _accuracy(plain, workload.task, vx, vy) if rank == 0 else float("nan")
         curve.append((acc, time.perf_counter() - started))
     return curve
 
