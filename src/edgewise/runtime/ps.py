@@ -89,8 +89,12 @@ class ParameterServer:
             self._restore(checkpoint)
 
     def _restore(self, frame: bytes) -> None:
-        """Weights and optimiser state from a checkpoint frame (see :meth:`_checkpoint`)."""
-        tensors = to_torch(decode(frame))
+        """Weights, optimiser state and version from a checkpoint frame (see
+        :meth:`_checkpoint`): a restarted server goes on counting versions where the
+        checkpoint left off."""
+        decoded = decode(frame)
+        self.applier.ledger.version = int(decoded.meta.get("updates", 0))
+        tensors = to_torch(decoded)
         with torch.no_grad():
             for name, t in (*self.flat.params, *self.flat.buffers):
                 t.copy_(tensors[f"w.{name}"])
