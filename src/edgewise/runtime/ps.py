@@ -11,6 +11,7 @@ import numpy as np
 import ray
 import torch
 
+from edgewise.errors import ConfigError
 from edgewise.nn.models import make_optimizer
 from edgewise.nn.workload import Workload, build_model, builtin_workload, metric_hits
 from edgewise.runtime.asyncapply import StaleApplier
@@ -30,6 +31,18 @@ def epoch_lr(base: float, schedule: str, epoch: int, epochs: int) -> float:
     if schedule == "cosine" and epoch >= 0:
         return base * 0.5 * (1 + math.cos(math.pi * min(epoch, epochs) / epochs))
     return base
+
+
+def _calibration(frames: list[bytes], workload: Workload) -> torch.Tensor | None:
+    """The training samples of the calibration frames that decode (a corrupt image is left
+    out here: the worker whose shard holds it reports it, naming the file)."""
+    parts = []
+    for frame in frames:
+        try:
+            parts.append(torch.from_numpy(read_frames([frame], workload).x))
+        except ConfigError:
+            continue
+    return torch.cat(parts) if parts else None
 
 
 @ray.remote(max_concurrency=32)  # type: ignore[call-overload]
@@ -60,8 +73,7 @@ class ParameterServer:
         frames = [validation] if isinstance(validation, bytes) else list(validation)
         val = read_frames(frames, self.workload)
         self.val_x, self.val_y = torch.from_numpy(val.x), torch.from_numpy(val.y)
-        calib = read_frames(calibration, self.workload) if calibration else None
-        self.calib_x = torch.from_numpy(calib.x) if calib is not None else None
+        self.calib_x = _calibration(calibration or [], self.workload)
         self.applier = StaleApplier(treatment or Treatment(), self.flat, self.opt)
         self.lr_now = lr
         self.clock: dict[str, int] = {}  # pushes per worker this epoch (SSP's clocks)
@@ -77,8 +89,12 @@ class ParameterServer:
             self._restore(checkpoint)
 
     def _restore(self, frame: bytes) -> None:
-        """Weights and optimiser state from a checkpoint frame (see :meth:`_checkpoint`)."""
-        tensors = to_torch(decode(frame))
+        """Weights, optimiser state and version from a checkpoint frame (see
+        :meth:`_checkpoint`): a restarted server goes on counting versions where the
+        checkpoint left off."""
+        decoded = decode(frame)
+        self.applier.ledger.version = int(decoded.meta.get("updates", 0))
+        tensors = to_torch(decoded)
         with torch.no_grad():
             for name, t in (*self.flat.params, *self.flat.buffers):
                 t.copy_(tensors[f"w.{name}"])
@@ -204,7 +220,10 @@ class ParameterServer:
             return False
         batches = [self.calib_x[i : i + _EVAL_BATCH]
                    for i in range(0, len(self.calib_x), _EVAL_BATCH)]
+        counters = [(b, b.clone()) for _, b in self.flat.buffers if not b.is_floating_point()]
         torch.optim.swa_utils.update_bn(batches, self.model)
+        for counter, before in counters:  # num_batches_tracked still counts trained batches
+            counter.copy_(before)
         return True
 
     def _accuracy(self) -> float:

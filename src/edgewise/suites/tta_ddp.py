@@ -6,8 +6,10 @@ speed exactly as the engine's workers are (``runtime.emulation.emulated_compute`
 
 from __future__ import annotations
 
+import json
 import tempfile
 import time
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -77,7 +79,10 @@ def _loop(config: dict[str, Any], rank: int, world: int, wrap: Any) -> list[tupl
                 opt.zero_grad()
                 loss(workload.task, model(x[index]), y[index]).backward()  # type: ignore[no-untyped-call]
                 opt.step()
-        acc = _accuracy(model, workload.task, vx, vy) if rank == 0 else float("nan")
+        # rank 0 evaluates its replica outside DDP (DDP's forward would broadcast buffers,
+        # a collective the other ranks do not join)
+        plain = getattr(model, "module", model)
+        acc = _accuracy(plain, workload.task, vx, vy) if rank == 0 else float("nan")
         curve.append((acc, time.perf_counter() - started))
     return curve
 
@@ -88,9 +93,12 @@ def _ddp_worker(config: dict[str, Any]) -> None:
     import ray.train.torch
 
     ctx = ray.train.get_context()
-    curve = _loop(config, ctx.get_world_rank(), ctx.get_world_size(),
-                  ray.train.torch.prepare_model)
-    ray.train.report({"accuracies": [a for a, _ in curve], "seconds": [s for _, s in curve]})
+    rank = ctx.get_world_rank()
+    curve = _loop(config, rank, ctx.get_world_size(), ray.train.torch.prepare_model)
+    metrics = {"accuracies": [a for a, _ in curve], "seconds": [s for _, s in curve]}
+    if rank == 0:  # Ray Train 2.x keeps no metrics reported without a checkpoint: a file
+        Path(config["out"]).write_text(json.dumps(metrics))  # on the driver's host
+    ray.train.report(metrics)
 
 
 def _config(setup: TTASetup, stretch: list[float]) -> dict[str, Any]:
@@ -108,13 +116,15 @@ def ray_train_ddp_arm(runtime: RayRuntime, setup: TTASetup, workers: list[str]) 
 
     config = _config(setup, [runtime.stretch[w] for w in workers])
     with tempfile.TemporaryDirectory(prefix="edgewise-ddp-") as tmp:
+        config["out"] = str(Path(tmp) / "curve.json")
         trainer = TorchTrainer(
             _ddp_worker, train_loop_config=config,
             torch_config=TorchConfig(backend="gloo"),
             scaling_config=ScalingConfig(num_workers=len(workers), use_gpu=False,
                                          resources_per_worker={"CPU": 0.01}),
             run_config=RunConfig(storage_path=tmp, name="tta-ddp"))
-        metrics = trainer.fit().metrics or {}
+        trainer.fit()
+        metrics = json.loads(Path(config["out"]).read_text())
     seconds = [s / runtime.time_dilation for s in metrics.get("seconds", [])]
     accs, times = curve_of(list(metrics.get("accuracies", [])), seconds)
     return ArmResult("ray-train-ddp", accs, times, extra={"workers": workers,

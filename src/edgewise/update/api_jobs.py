@@ -14,7 +14,7 @@ from edgewise.cluster.model import Cluster, Role
 from edgewise.errors import ConfigError
 from edgewise.nn.data import digits_split
 from edgewise.nn.workload import Workload, resolved, validate
-from edgewise.runtime.engine import EpochRecord, Interruption, TrainResult, train
+from edgewise.runtime.engine import EpochRecord, Interruption, train
 from edgewise.runtime.jobs import JobContext, JobKind, Planned
 from edgewise.runtime.plan import TrainConfig, TrainPlan, equal_plan
 from edgewise.update.api_schemas import TrainJobSpec
@@ -191,20 +191,7 @@ def _execute(spec: TrainJobSpec, planned: Planned, ctx: JobContext) -> dict[str,
             "stopped_early": int(result.stopped_early),
             "mode": spec.mode,
             "device_seconds": sum(r.device_seconds for r in result.epochs),
-            "time_to_accuracy": None if target is None else result.time_to_accuracy(target),
-            "accuracy_curve": [{"epoch": r.epoch, "device_seconds": t, "val_accuracy":
-                                r.val_accuracy, "staleness_mean": r.staleness_mean,
-                                "staleness_max": r.staleness_max}
-                               for r, t in zip(result.epochs, _cumulative(result), strict=True)]}
-
-
-def _cumulative(result: TrainResult) -> list[float]:
-    """Device seconds at each epoch's end, from the run's start."""
-    spent, out = 0.0, []
-    for r in result.epochs:
-        spent += r.device_seconds
-        out.append(spent)
-    return out
+            "time_to_accuracy": None if target is None else result.time_to_accuracy(target)}
 
 
 def _example(cluster: Cluster) -> dict[str, Any]:
