@@ -3,9 +3,12 @@ measured part by part, then the runs outside ``serve`` whose Ray listeners are c
 
 from __future__ import annotations
 
+import functools
 import sys
 import tempfile
 import time
+import traceback
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -57,27 +60,38 @@ def jobs_pages(manager: ServedManager) -> dict[str, Any]:
             "each_once": len(ids) == len(set(ids))}
 
 
+def _part(figures: Figures, key: str, measure: Callable[[], Any]) -> None:
+    """``figures[key] = measure()``; a part that fails is recorded with its error (and
+    its traceback on stderr), so that the other parts still report."""
+    try:
+        figures[key] = measure()
+    except Exception as exc:  # one part's failure must not hide the others' figures
+        traceback.print_exc(file=sys.stderr)
+        figures[key] = {"error": f"{type(exc).__name__}: {exc}"}
+
+
 def _served_parts(ctx: BenchContext, manager: ServedManager, folder: Path) -> Figures:
     hold_s = min(10.0, ctx.option("hold_s")) if ctx.quick else float(ctx.option("hold_s"))
-    ctx.progress("jobs pages", 0.02)
-    figures: Figures = {"jobs_pages": jobs_pages(manager)}
-    listeners = set(manager.listeners())
-    ctx.progress("600 half-open connections without a token", 0.05)
-    figures["half_open_600"] = half_open(manager, 600, hold_s, "/api/v1/health")
-    ctx.progress("5,000 half-open connections without a token", 0.15)
-    figures["half_open_5000"] = half_open(manager, 5000, hold_s, "/api/v1/jobs?limit=10")
-    ctx.progress("45 exact solves at once", 0.25)
-    figures["planning_flood"] = planning_flood(manager)
-    ctx.progress("a 227 M-parameter workload", 0.35)
-    figures["big_workload"] = big_workload(manager)
-    ctx.progress("a running job under 50 clients", 0.4)
     load_jobs = 1 if ctx.quick else int(ctx.option("load_jobs"))
-    figures["load"] = running_job_slowdown(manager, load_jobs, folder)
-    listeners |= set(manager.listeners())
-    ctx.progress("bad requests and Schemathesis", 0.6)
     cases = min(2, ctx.option("cases")) if ctx.quick else int(ctx.option("cases"))
-    figures["errors"] = server_errors(manager, cases, ctx.seed)
-    listeners |= set(manager.listeners())
+    figures: Figures = {}
+    listeners = set(manager.listeners())
+    steps: list[tuple[str, str, Callable[[], Any]]] = [
+        ("jobs pages", "jobs_pages", lambda: jobs_pages(manager)),
+        ("600 half-open connections without a token", "half_open_600",
+         lambda: half_open(manager, 600, hold_s, "/api/v1/health")),
+        ("5,000 half-open connections without a token", "half_open_5000",
+         lambda: half_open(manager, 5000, hold_s, "/api/v1/jobs?limit=10")),
+        ("45 exact solves at once", "planning_flood", lambda: planning_flood(manager)),
+        ("a 227 M-parameter workload", "big_workload", lambda: big_workload(manager)),
+        ("a running job under 50 clients", "load",
+         lambda: running_job_slowdown(manager, load_jobs, folder)),
+        ("bad requests and Schemathesis", "errors",
+         lambda: server_errors(manager, cases, ctx.seed))]
+    for k, (what, key, measure) in enumerate(steps):
+        ctx.progress(what, 0.8 * k / len(steps))
+        _part(figures, key, measure)
+        listeners |= set(manager.listeners())
     figures["serve_listeners"] = sorted(listeners)
     return figures
 
@@ -97,27 +111,35 @@ def real(ctx: BenchContext) -> Figures:
             raise
         finally:
             manager.stop()
-        ray = {"serve": {"listeners": parts.pop("serve_listeners")}}
+        ray: Figures = {"serve": {"listeners": parts.pop("serve_listeners")}}
         for k, (name, args) in enumerate(COMMANDS.items()):
             ctx.progress(f"Ray's listeners in {name}", 0.8 + 0.1 * k)
-            ray[name] = run_listeners(name, args, folder)
+            _part(ray, name, functools.partial(run_listeners, name, args, folder))
     return _figures(parts, ray)
 
 
-def _figures(parts: Figures, ray: dict[str, Any]) -> Figures:
-    flood, load = parts["planning_flood"], parts["load"]
+def _get(parts: Figures, part: str, key: str) -> Any:
+    """A part's figure, None where the part failed (its error is in ``details``)."""
+    return parts.get(part, {}).get(key)
+
+
+def _figures(parts: Figures, ray: Figures) -> Figures:
+    errors = [_get(parts, "errors", "server_errors"), _get(parts, "load", "errors")]
+    listeners = [r.get("listeners") for r in ray.values()]
     return {
-        "server_errors": parts["errors"]["server_errors"] + load["errors"],
-        "health_ok_fraction_under_half_open_600": parts["half_open_600"]["ok_fraction"],
+        "server_errors": None if None in errors else sum(errors),
+        "health_ok_fraction_under_half_open_600": _get(parts, "half_open_600", "ok_fraction"),
         "authenticated_ok_fraction_under_half_open_5000":
-            parts["half_open_5000"]["ok_fraction"],
-        "cheap_read_p99_ms_under_planning_flood": flood["cheap_read_p99_ms"],
-        "planning_flood_429_seconds_max": flood["busy_seconds_max"],
-        "manager_rss_growth_mb_big_workload": parts["big_workload"]["rss_growth_mb"],
-        "jobs_page_bytes_max": parts["jobs_pages"]["bytes_max"],
-        "ray_non_loopback_listeners": sum(len(r["listeners"]) for r in ray.values()),
-        "running_job_slowdown_under_50_clients": load["slowdown"],
-        "running_job_p50_ms_under_50_clients": load["p50_ms"],
-        "running_job_p99_ms_under_50_clients": load["p99_ms"],
+            _get(parts, "half_open_5000", "ok_fraction"),
+        "cheap_read_p99_ms_under_planning_flood":
+            _get(parts, "planning_flood", "cheap_read_p99_ms"),
+        "planning_flood_429_seconds_max": _get(parts, "planning_flood", "busy_seconds_max"),
+        "manager_rss_growth_mb_big_workload": _get(parts, "big_workload", "rss_growth_mb"),
+        "jobs_page_bytes_max": _get(parts, "jobs_pages", "bytes_max"),
+        "ray_non_loopback_listeners":
+            None if None in listeners else sum(len(found) for found in listeners),
+        "running_job_slowdown_under_50_clients": _get(parts, "load", "slowdown"),
+        "running_job_p50_ms_under_50_clients": _get(parts, "load", "p50_ms"),
+        "running_job_p99_ms_under_50_clients": _get(parts, "load", "p99_ms"),
         "details": {**parts, "ray_listeners": ray},
     }

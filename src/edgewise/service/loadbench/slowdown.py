@@ -111,9 +111,10 @@ def _alternate(manager: ServedManager, client: httpx.Client, job_id: str,
     deadline = time.monotonic() + 600
     while time.monotonic() < deadline:
         epochs = _epochs(client, job_id)
-        state = client.get(f"/api/v1/jobs/{job_id}").json()["state"]
-        if state not in ("pending", "planning", "running"):
-            raise RuntimeFault(f"the load job ended {state} before its windows were done")
+        job = client.get(f"/api/v1/jobs/{job_id}").json()
+        if job["state"] not in ("pending", "planning", "running"):
+            raise RuntimeFault(f"the load job ended {job['state']} before its windows were "
+                               f"done: {job.get('reason')}")
         if load is not None:
             if load.done():
                 windows += [load.finish(), Window(loaded=False, start=time.time())]
