@@ -41,11 +41,13 @@ load-deps:
 demo: $(STAMP) system-deps
 	$(BIN)/edgewise demo
 
-# Two pytest-xdist workers: most tests wait on emulated devices (their compute is stretched by
-# sleeping), so two share a 2-core host well. TEST_WORKERS=0 runs in one process.
+# The testbed's tests in one process, then the rest on two pytest-xdist workers (most tests
+# wait on emulated devices, whose compute is stretched by sleeping, so two share a 2-core
+# host well), then one closing line for both (edgewise/devtools/suite.py).
+# TEST_WORKERS=0 runs the rest in one process too.
 TEST_WORKERS ?= 2
 test: $(STAMP) browser-deps load-deps system-deps
-	$(BIN)/pytest $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadgroup)
+	$(BIN)/python -m edgewise.devtools.suite --workers $(TEST_WORKERS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import socket
 from collections.abc import Iterator
 from typing import Any
@@ -111,28 +110,14 @@ def small_cluster() -> Cluster:
 
 
 @pytest.fixture(scope="session", autouse=True)
-def _private_state(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-    """The commands' state (strikes, checkpoints, profiles) in a temporary folder, never the
-    user's ~/.local/state/edgewise; a test that needs its own sets it again."""
-    before = os.environ.get("EDGEWISE_STATE_DIR")
-    os.environ["EDGEWISE_STATE_DIR"] = str(tmp_path_factory.mktemp("state"))
-    yield
-    if before is None:
-        os.environ.pop("EDGEWISE_STATE_DIR", None)
-    else:
-        os.environ["EDGEWISE_STATE_DIR"] = before
-
-
-@pytest.fixture(scope="session", autouse=True)
-def _private_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-    """Traced-chain cache in a temporary folder, not the user's ~/.cache."""
-    before = os.environ.get("EDGEWISE_CACHE_DIR")
-    os.environ["EDGEWISE_CACHE_DIR"] = str(tmp_path_factory.mktemp("cache"))
-    yield
-    if before is None:
-        os.environ.pop("EDGEWISE_CACHE_DIR", None)
-    else:
-        os.environ["EDGEWISE_CACHE_DIR"] = before
+def _private_folders(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """The commands' state (strikes, checkpoints, profiles) and the traced-chain cache in
+    temporary folders, never the user's ~/.local/state/edgewise or ~/.cache; a test that
+    needs its own sets them again."""
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("EDGEWISE_STATE_DIR", str(tmp_path_factory.mktemp("state")))
+        env.setenv("EDGEWISE_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
+        yield
 
 
 # The manager API tests (service and the problems' routers): a small cluster, a dry-run backend.
