@@ -60,7 +60,8 @@ def test_the_summary_has_a_row_per_part_with_its_verdict() -> None:
 def test_the_quick_demo_runs_every_part_and_the_summary(
         tmp_path: object, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("EDGEWISE_STATE_DIR", str(tmp_path))
-    result = CliRunner().invoke(app, ["demo", "--quick"])
+    # wide enough that the summary's cells are not wrapped (80 columns is tested on tables)
+    result = CliRunner().invoke(app, ["demo", "--quick"], env={"COLUMNS": "200"})
 
     assert result.exit_code == 0, result.output
     text = " ".join(result.output.split())
