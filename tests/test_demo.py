@@ -66,7 +66,7 @@ def test_the_quick_demo_runs_every_part_and_the_summary(
     assert result.exit_code == 0, result.output
     text = " ".join(result.output.split())
     assert re.search(r"edgewise demo: 6 parts in \d+ s", text)
-    for part in ("1 update, crash", "2 Deep-Edge plan", "3 SEIFER pipeline", "4 Ekya",
-                 "5 Okita", "6 SROLE (simulated)"):
+    # each part's row in the summary (a cell may wrap after its first two words)
+    for part in ("1 update,", "2 Deep-Edge", "3 SEIFER", "4 Ekya", "5 Okita", "6 SROLE"):
         assert part in text
     assert text.count("shows:") == 6
