@@ -185,7 +185,7 @@ def test_bandwidth_probe_sees_the_emulated_link(runtime: RayRuntime) -> None:
     # it never sees more than a link carries (a little slack for the first frame's timing).
     # Upper bounds hold on any host; the lower ones are 5x away from what a loaded host
     # reads (9.95 of 10 Mbit/s, 489 of 1000 beside a suite run). How exact the probe
-    # is, is the testbed bench's `probe` figure.
+    # is, is not yet a bench key (docs/testing.md).
     assert SLOW_MBPS / 5 <= slow <= SLOW_MBPS * 1.05
     assert fast <= 1000.0 * 1.05
     assert fast > 2 * slow  # 489 / 9.95 = 49 beside a suite run: the links told apart
