@@ -79,11 +79,11 @@ def _one_ray_instance() -> Iterator[None]:
     process, never this one."""
     pool = share_local()
     yield
-    RAY_STARTS.append(pool.starts)
+    RAY_STARTS.append((pool.starts, pool.added))
     unshare_local()
 
 
-RAY_STARTS: list[int] = []
+RAY_STARTS: list[tuple[int, int]] = []
 
 
 @pytest.fixture(autouse=True)
@@ -99,9 +99,12 @@ def _ray_marker_is_set(request: pytest.FixtureRequest) -> Iterator[None]:
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:
-    if RAY_STARTS:
-        terminalreporter.write_line(f"the shared local Ray instance started {RAY_STARTS[-1]} "
-                                    "time(s) in this session")
+    """How often the shared instance started, and how many clusters joined it as nodes (in
+    one process; under pytest-xdist each worker has its own instance and prints nothing)."""
+    if RAY_STARTS and RAY_STARTS[-1] != (0, 0):
+        starts, added = RAY_STARTS[-1]
+        terminalreporter.write_line(f"the shared local Ray instance started {starts} time(s); "
+                                    f"{added} cluster(s) joined it as nodes")
 
 
 @pytest.fixture(scope="session")

@@ -28,7 +28,7 @@ def _samples(manager: ManagerProcess, family: str) -> dict[tuple[tuple[str, str]
 
 @pytest.mark.timeout(600)
 def test_a_killed_worker_is_a_fault_a_strike_and_a_replan(manager: ManagerProcess) -> None:
-    job = manager.post("/api/v1/jobs", {"kind": "update", "spec": {"epochs": 4}})
+    job = manager.post("/api/v1/jobs", {"kind": "update", "spec": {"epochs": 3}})
     deadline = time.monotonic() + 300
     while (manager.get(f"/api/v1/jobs/{job['id']}")["summary"].get("epoch") or 0) < 1:
         assert time.monotonic() < deadline

@@ -53,7 +53,10 @@ class Unproven:
     oldest beyond the caps, but only connections open for at least ``grace_s``, so that
     each had its chance to send a request head (in a burst of accepts, a connection's
     first bytes are read only after the connections accepted with it are set up). Young
-    connections may exceed the caps; at ``ceiling`` the newcomer itself is refused."""
+    connections may exceed the caps up to ``ceiling``; beyond it the oldest goes, young or
+    not. The newcomer is never the one refused: it may be a client with the token that has
+    not had the time to send it (a crowd filling the ceiling within the grace refused
+    such clients, issue 28)."""
 
     def __init__(self, total: int, per_address: int, *, grace_s: float = 0.25,
                  ceiling: int | None = None) -> None:
@@ -76,7 +79,8 @@ class Unproven:
     def admit(self, key: Hashable, address: str, now: float) -> list[Hashable]:
         """Count ``key`` (a new connection from ``address`` at time ``now``); the
         connections to close: the oldest of its address, then of all, beyond the caps and
-        older than the grace; ``key`` itself when the ceiling is still exceeded."""
+        older than the grace; then the oldest of all, whatever their age, beyond the
+        ceiling."""
         self._all[key] = (address, now)
         self._by.setdefault(address, OrderedDict())[key] = now
         evicted: list[Hashable] = []
@@ -88,9 +92,9 @@ class Unproven:
                                                         now):
             evicted.append(next(iter(self._all)))
             self.forget(evicted[-1])
-        if len(self._all) > self.ceiling:
-            evicted.append(key)
-            self.forget(key)
+        while len(self._all) > self.ceiling:
+            evicted.append(next(iter(self._all)))
+            self.forget(evicted[-1])
         return evicted
 
     def _old(self, since: float, now: float) -> bool:

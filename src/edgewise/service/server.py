@@ -54,7 +54,7 @@ class ManagerConfig:
     retention: Retention = field(default_factory=Retention)
 
 
-CHECK_PRELOAD = ("edgewise.nn.workload.validate", "transformers.modeling_utils",
+CHECK_PRELOAD = ("edgewise.nn.workload.dryrun", "transformers.modeling_utils",
                  "transformers.models.auto.modeling_auto")
 """What the planning children import before any request, beside the problems' routers: a
 job's workload is dry-run there (an ``hf:`` model needs transformers, 15-20 s to import on

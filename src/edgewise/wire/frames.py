@@ -5,14 +5,18 @@ from __future__ import annotations
 import json
 import math
 import struct
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Final, Literal
+from functools import cache
+from typing import TYPE_CHECKING, Any, Final, Literal, TypeAlias, TypeGuard
 
 import lz4.block
 import numpy as np
 import numpy.typing as npt
-import torch
+
+if TYPE_CHECKING:
+    import torch
 
 from edgewise.errors import EdgewiseError
 
@@ -45,14 +49,29 @@ DTYPES: Final[Mapping[str, np.dtype[Any]]] = {
     "bool": np.dtype("?"),
 }
 _NUMPY_NAMES: Final = {(d.kind, d.itemsize): n for n, d in DTYPES.items() if n != "bfloat16"}
-_TORCH_NAMES: Final = {
-    torch.float32: "float32", torch.float16: "float16", torch.bfloat16: "bfloat16",
-    torch.float64: "float64", torch.int64: "int64", torch.int32: "int32",
-    torch.int16: "int16", torch.int8: "int8", torch.uint8: "uint8", torch.bool: "bool",
-}  # fmt: skip
+
+
+@cache
+def _torch_names() -> dict[Any, str]:
+    import torch
+
+    return {
+        torch.float32: "float32", torch.float16: "float16", torch.bfloat16: "bfloat16",
+        torch.float64: "float64", torch.int64: "int64", torch.int32: "int32",
+        torch.int16: "int16", torch.int8: "int8", torch.uint8: "uint8", torch.bool: "bool",
+    }  # fmt: skip
+
+
+def _is_tensor(value: object) -> TypeGuard[torch.Tensor]:
+    """Whether ``value`` is a torch tensor. A process that never imported torch holds none,
+    so this module does not import it: the data store and other numpy-only actors start
+    without paying torch's import (a second of a small device's CPU)."""
+    torch = sys.modules.get("torch")
+    return torch is not None and isinstance(value, torch.Tensor)
+
 
 Codec = Literal["lz4", "none"]
-TensorLike = torch.Tensor | npt.NDArray[Any] | np.generic
+TensorLike: TypeAlias = "torch.Tensor | npt.NDArray[Any] | np.generic"
 Array = npt.NDArray[Any]
 
 
@@ -75,11 +94,13 @@ class Decoded:
 
 def _as_array(value: TensorLike) -> tuple[str, Array]:
     """The wire dtype name and a C-contiguous little-endian array holding ``value``."""
-    if isinstance(value, torch.Tensor):
+    if _is_tensor(value):
+        import torch
+
         if value.layout != torch.strided:
             raise TransportError(f"only dense tensors can travel, got layout {value.layout}")
         tensor = value.detach().cpu().resolve_conj().resolve_neg().contiguous()
-        name = _TORCH_NAMES.get(tensor.dtype)
+        name = _torch_names().get(tensor.dtype)
         if name is None:
             raise TransportError(f"dtype {tensor.dtype} is not allowed on the wire")
         if name == "bfloat16":
@@ -99,7 +120,7 @@ def _as_array(value: TensorLike) -> tuple[str, Array]:
 def raw_nbytes(tensors: Mapping[str, TensorLike]) -> int:
     """Bytes the tensors occupy uncompressed (what a frame carries before LZ4)."""
     return sum(
-        t.numel() * t.element_size() if isinstance(t, torch.Tensor) else np.asarray(t).nbytes
+        t.numel() * t.element_size() if _is_tensor(t) else np.asarray(t).nbytes
         for t in tensors.values()
     )
 
@@ -290,6 +311,8 @@ def decode(
 
 def to_torch(decoded: Decoded) -> dict[str, torch.Tensor]:
     """Writable torch tensors (copies) of a decoded frame, ``bfloat16`` restored."""
+    import torch
+
     out: dict[str, torch.Tensor] = {}
     for name, array in decoded.arrays.items():
         if decoded.dtypes[name] == "bfloat16":
