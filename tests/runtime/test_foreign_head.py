@@ -69,15 +69,18 @@ def foreign_head() -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
             f"--temp-dir={temp}", "--disable-usage-stats"]
     env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
     env["RAY_AUTH_MODE"] = "disabled"
+    # beside stress-ng and the rest of the suite the raylet once took longer than Ray's
+    # default wait for its registration (60 s), and the head gave up (2026-11-27)
+    env["RAY_raylet_start_wait_time_s"] = "240"
     log = Path(temp) / "start.log"
     with log.open("wb") as out:
         head = subprocess.Popen(argv, env=env, stdout=out, stderr=subprocess.STDOUT,
                                 start_new_session=True)
     try:
-        deadline = time.monotonic() + 120
+        deadline = time.monotonic() + 240
         while b"--block" not in log.read_bytes():  # printed once the node registered
             assert head.poll() is None, "the foreign head did not start: " + log.read_text()
-            assert time.monotonic() < deadline, "the foreign head took over 120 s"
+            assert time.monotonic() < deadline, "the foreign head took over 240 s"
             time.sleep(0.3)
         yield f"127.0.0.1:{gcs}", head
     finally:

@@ -23,10 +23,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 __all__ = [
+    "LOOPBACK_RAY_ENV",
     "LocalInstance",
     "cluster_tag",
     "init_local",
     "kill_named_actors",
+    "loopback_only",
+    "reachable_again",
     "share_local",
     "shared",
     "unshare_local",
@@ -44,6 +47,13 @@ by 1.131 and 1.124 with Ray's default, and by 1.018 and 1.022 at nice 0
 (docs/manager-api.md). A testbed's nodes keep Ray's default: each is a device of its own,
 as on real hardware."""
 LOOPBACK = "127.0.0.1"
+LOOPBACK_RAY_ENV = {
+    "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",  # the node's address is 127.0.0.1
+    "RAY_enable_metrics_collection": "0",  # no unauthenticated Prometheus exporter
+}
+"""What keeps an emulating instance's processes on loopback. ``_node_ip_address`` alone
+did not: the head still took the host's address, and the GCS, raylets, agents and workers
+listened on every interface (``::``, ``0.0.0.0``; 49 such listeners in issue 28's bench)."""
 REPORTER_INTERVAL_MS = 60_000
 
 
@@ -60,6 +70,7 @@ def init_local(resources: dict[str, float], cores: int, object_store_mb: int) ->
 
     if ray.is_initialized():
         ray.shutdown()
+    loopback_only()
     os.environ.setdefault("RAY_DEDUP_LOGS", "0")
     # Ray's dashboard agent (one per node) samples every worker's CPU and memory each 5 s
     # for dashboard metrics that emulation never reads; every 60 s cut an idle instance
@@ -79,6 +90,37 @@ def init_local(resources: dict[str, float], cores: int, object_store_mb: int) ->
         _system_config={"worker_niceness": WORKER_NICENESS},
     )
     return str(ray.get_runtime_context().gcs_address)
+
+
+def loopback_only() -> None:
+    """Keep the instance this process starts on loopback: the processes Ray spawns read
+    :data:`LOOPBACK_RAY_ENV`; this process read Ray's choice of address when it imported
+    Ray, so that is set here too (``ray_constants.ENABLE_RAY_CLUSTER``, which Ray's
+    ``get_node_ip_address`` consults). Only ever for a local instance: a driver that joins
+    a real cluster must be reachable at its own address."""
+    import ray._private.ray_constants as ray_constants
+
+    for key, value in LOOPBACK_RAY_ENV.items():
+        if key not in os.environ:
+            os.environ[key] = value
+            _SET.add(key)
+    if os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] == "0":
+        ray_constants.ENABLE_RAY_CLUSTER = False
+
+
+def reachable_again() -> None:
+    """Undo :func:`loopback_only` before this process joins a real cluster (a testbed, a
+    cluster of devices), whose nodes must reach the driver at its own address."""
+    import ray._private.ray_constants as ray_constants
+
+    for key in _SET:
+        os.environ.pop(key, None)
+    _SET.clear()
+    if os.environ.get("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER") != "0":
+        ray_constants.ENABLE_RAY_CLUSTER = not ray_constants.IS_WINDOWS_OR_OSX
+
+
+_SET: set[str] = set()
 
 
 def kill_named_actors() -> int:

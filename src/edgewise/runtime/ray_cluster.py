@@ -34,6 +34,7 @@ from edgewise.runtime.local_instance import (
     cluster_tag,
     init_local,
     kill_named_actors,
+    reachable_again,
     share_local,
     shared,
     unshare_local,
@@ -258,6 +259,7 @@ def _init(address: str) -> None:
 
     if ray.is_initialized():
         ray.shutdown()
+    reachable_again()
     refresh_auth()
     try:
         ray.init(address=address, namespace=NAMESPACE, logging_level=logging.WARNING,

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from edgewise.cluster.model import Cluster
 from edgewise.runtime.jobs import ProblemApi
+from edgewise.runtime.local_instance import LOOPBACK_RAY_ENV
 from edgewise.service.app import Limits, announce, check_bind, create_app, make_server
 from edgewise.service.auth import load_or_create_token, load_scrape_token, token_source
 from edgewise.service.limits import ProcessLimiter
@@ -28,10 +29,6 @@ if TYPE_CHECKING:
 __all__ = ["ManagerConfig", "loopback_ray", "lower_api_priority", "run_manager"]
 
 _log = logging.getLogger(__name__)
-LOOPBACK_RAY_ENV = {
-    "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",  # the node's address is 127.0.0.1
-    "RAY_enable_metrics_collection": "0",  # no unauthenticated Prometheus exporter
-}
 
 
 @dataclass(frozen=True, slots=True)
