@@ -97,13 +97,15 @@ def loopback_only() -> None:
     :data:`LOOPBACK_RAY_ENV`; this process read Ray's choice of address when it imported
     Ray, so that is set here too (``ray_constants.ENABLE_RAY_CLUSTER``, which Ray's
     ``get_node_ip_address`` consults). Only ever for a local instance: a driver that joins
-    a real cluster must be reachable at its own address."""
-    import ray._private.ray_constants as ray_constants
-
+    a real cluster must be reachable at its own address. The environment is set before
+    this imports Ray, so that a process that calls this first (the manager) reads it at
+    its own import too."""
     for key, value in LOOPBACK_RAY_ENV.items():
         if key not in os.environ:
             os.environ[key] = value
-            _SET.add(key)
+            _OURS.add(key)
+    import ray._private.ray_constants as ray_constants
+
     if os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] == "0":
         ray_constants.ENABLE_RAY_CLUSTER = False
 
@@ -113,14 +115,14 @@ def reachable_again() -> None:
     cluster of devices), whose nodes must reach the driver at its own address."""
     import ray._private.ray_constants as ray_constants
 
-    for key in _SET:
+    for key in _OURS:
         os.environ.pop(key, None)
-    _SET.clear()
+    _OURS.clear()
     if os.environ.get("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER") != "0":
         ray_constants.ENABLE_RAY_CLUSTER = not ray_constants.IS_WINDOWS_OR_OSX
 
 
-_SET: set[str] = set()
+_OURS: set[str] = set()  # the keys loopback_only set (a user's own settings stay)
 
 
 def kill_named_actors() -> int:

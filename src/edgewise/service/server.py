@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from edgewise.cluster.model import Cluster
 from edgewise.runtime.jobs import ProblemApi
-from edgewise.runtime.local_instance import LOOPBACK_RAY_ENV
+from edgewise.runtime.local_instance import loopback_only
 from edgewise.service.app import Limits, announce, check_bind, create_app, make_server
 from edgewise.service.auth import load_or_create_token, load_scrape_token, token_source
 from edgewise.service.limits import ProcessLimiter
@@ -67,12 +67,11 @@ interval. Measured with the load test (50 clients, 250 requests/s): the job's sl
 
 
 def loopback_ray() -> None:
-    """Keep a local Ray on loopback with no metrics exporter (Ray reads these when it is
-    first imported, so this runs before anything imports Ray)."""
+    """Keep a local Ray on loopback with no metrics exporter, before anything imports Ray
+    (``init_local`` does it again; by then this process has read Ray's settings)."""
     if "ray" in sys.modules:
         _log.warning("Ray was imported before the manager set it to loopback")
-    for key, value in LOOPBACK_RAY_ENV.items():
-        os.environ.setdefault(key, value)
+    loopback_only()
 
 
 def lower_api_priority(nice: int) -> None:
