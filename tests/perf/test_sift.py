@@ -131,8 +131,16 @@ def test_app_runs_periodically_and_every_period_is_accounted_for() -> None:
         sock.sendto(b"not a datagram", ("127.0.0.1", receiver.port))
     records: list[tuple[float, float, bool]] = []
     start = time.monotonic()
-    stats = SiftApp(period_ms=200, port=receiver.port, seed=1).run(
-        1.5, on_period=lambda r, e, m: records.append((r, e, m)))
+    app = SiftApp(period_ms=200, port=receiver.port, seed=1)
+    addresses: set[str] = set()
+
+    def on_period(release: float, exec_ms: float, met: bool) -> None:
+        records.append((release, exec_ms, met))
+        addresses.add(app.sock.getsockname()[0])
+
+    stats = app.run(1.5, on_period=on_period)
+    # the sender's socket stays on loopback (unbound, its first send took 0.0.0.0)
+    assert addresses == {"127.0.0.1"}
     elapsed = time.monotonic() - start
     # the app sent one frame per processed period; wait for them, not for a quiet socket
     seen = receiver.stop(expect_frames=stats.processed, timeout_s=30.0)

@@ -15,9 +15,13 @@ import pytest
 from fastapi.testclient import TestClient
 
 from edgewise.errors import ConfigError, InfeasibleError
-from edgewise.runtime.jobs import PlanningBusyError, PlanningLimitError
+from edgewise.runtime.health import StrikeLedger
+from edgewise.runtime.jobs import LiveJobs, PlanningBusyError, PlanningLimitError
 from edgewise.service import JobManager, create_app
+from edgewise.service.context import JobRunContext, JobTelemetry
 from edgewise.service.limits import ProcessLimiter
+from edgewise.update.api_jobs import UPDATE_KIND
+from edgewise.update.api_schemas import TrainJobSpec
 
 TOKEN = "test-token-0123456789abcdef"
 PRELOAD = ["edgewise.update.api", "edgewise.pipeline.api"]
@@ -191,3 +195,32 @@ def test_a_too_big_workload_is_413_and_the_manager_does_not_grow(backend: JobMan
     assert "more than 1024 MB (the limit)" in big.json()["detail"]
     assert grown_mb < RSS_MARGIN_MB, grown_mb
     assert [j["id"] for j in listed] == [small.json()["id"]]  # the refused one is not kept
+
+
+MID_VIT = {"model": "hf:ViTConfig", "model_args": {
+    "hidden_size": 512, "num_hidden_layers": 8, "num_attention_heads": 8,
+    "intermediate_size": 2048, "image_size": 8, "patch_size": 4, "num_channels": 1}}
+"""About 25 M parameters: 100 MB of weights (as much again for gradients), within the
+limits: a job, not a 413."""
+
+
+def test_a_running_update_jobs_dry_run_stays_out_of_the_manager(
+        backend: JobManager, tmp_path: Path) -> None:
+    """Once a job runs, its plan step dry-runs the workload again (the files may have
+    changed since submission): through the context's limiter, in a child, so that the
+    manager does not hold the network (issue 28's RSS figure)."""
+    limiter = ProcessLimiter(seconds=300.0, memory_mb=2048, preload=[
+        *PRELOAD, "transformers.modeling_utils", "transformers.models.auto.modeling_auto"])
+    context = JobRunContext("j1", store=backend.store, cluster=backend.cluster, runtime=None,
+                            ledger=StrikeLedger(), work_dir=tmp_path, resumed=False,
+                            live=LiveJobs(), telemetry=JobTelemetry(), limited=limiter)
+    spec = TrainJobSpec.model_validate({"workload": MID_VIT})
+    before = psutil.Process().memory_info().rss
+
+    planned = UPDATE_KIND.plan(spec, context)
+
+    grown_mb = (psutil.Process().memory_info().rss - before) / 2**20
+    plan, workload = planned.payload
+    assert sum(plan.shards.values()) == planned.view["workload"]["train_samples"] == 1437
+    assert workload.task.num_classes == 10  # what the dry run found, brought back
+    assert grown_mb < RSS_MARGIN_MB, grown_mb

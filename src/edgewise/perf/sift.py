@@ -185,6 +185,9 @@ class SiftApp:
         self.sift = cv2.SIFT.create(nfeatures=n_features)
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4 << 20)
+        # bound to loopback: an unbound UDP socket takes 0.0.0.0 at its first send, and
+        # would then take datagrams from any interface (issue 28: nothing off loopback)
+        self.sock.bind(("127.0.0.1", 0))
         self.clock, self.sleep = clock, sleep
 
     def process(self, index: int) -> int:

@@ -29,6 +29,7 @@ from edgewise.runtime.launch import (
     monitor_handle,
     ps_get,
 )
+from edgewise.runtime.limiting import Limiter, run_inline
 from edgewise.runtime.plan import TrainConfig, TrainPlan, equal_plan
 from edgewise.runtime.ray_cluster import RayRuntime
 from edgewise.wire.frames import TransportError, decode
@@ -209,17 +210,18 @@ class _Job:
 def train(runtime: RayRuntime, config: TrainConfig, plan: TrainPlan, *,
           ledger: StrikeLedger | None = None, replan: Replan = _default_replan,
           events: Events | None = None, checkpoint_dir: Path | None = None,
-          resume: bool = False) -> TrainResult:
+          resume: bool = False, limited: Limiter = run_inline) -> TrainResult:
     """Train ``config.epochs`` epochs of the config's workload under ``plan``; on a lost
     worker or device stop the others, strike the device, re-plan without struck-out devices
     and resume from the last checkpoint. With ``resume``, start from the newest checkpoint
     in ``checkpoint_dir`` (a job the manager restarted): only the epochs after it run.
 
     The workload is validated on the driver first (files, data, classes, one batch through
-    the model, memory), so that a bad spec fails with a ConfigError before any actor starts.
-    Raises RuntimeFault after ``config.max_restarts`` restarts."""
+    the model, memory), so that a bad spec fails with a ConfigError before any actor starts;
+    through ``limited`` (the manager's: in a child process, so that the driver does not
+    hold a copy of the network). Raises RuntimeFault after ``config.max_restarts`` restarts."""
     started = time.perf_counter()
-    workload = checked_workload(runtime.cluster, config, plan)
+    workload = limited(checked_workload, runtime.cluster, config, plan)
     ledger = ledger or StrikeLedger()
     job = _Job(runtime, config, ledger, events or (lambda kind, data: None), checkpoint_dir)
     job.workload = workload

@@ -8,12 +8,13 @@ import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Literal, ParamSpec, Protocol, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Protocol
 
 from fastapi import APIRouter, Request
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from edgewise.errors import EdgewiseError
+from edgewise.runtime.limiting import Limiter, run_inline
 
 if TYPE_CHECKING:
     from edgewise.cluster.model import Cluster
@@ -44,9 +45,6 @@ to a histogram and keeps no history row per observation."""
 DeviceName = Annotated[str, StringConstraints(min_length=1, max_length=128)]
 ShardSize = Annotated[int, Field(gt=0, le=1_000_000_000)]
 BatchSize = Annotated[int, Field(ge=1, le=4096)]
-
-P = ParamSpec("P")
-T = TypeVar("T")
 
 
 class JobStopped(Exception):
@@ -104,6 +102,13 @@ class JobContext(Protocol):
     @property
     def resumed(self) -> bool:
         """True when this run continues one that a manager restart interrupted."""
+        ...
+
+    @property
+    def limited(self) -> Limiter:
+        """Runs a job's heavy checks (a workload's dry run builds the whole network) under
+        the manager's limits, in a child process where the manager gives one, so that the
+        manager's memory does not grow with the size of a user's network."""
         ...
 
     def event(self, kind: str, message: str, **data: Any) -> None:
@@ -231,19 +236,6 @@ async def get_backend(request: Request) -> JobBackend:
     costs no hop to the thread pool)."""
     backend: JobBackend = request.app.state.backend
     return backend
-
-
-class Limiter(Protocol):
-    """Runs planning work with the manager's time and memory limits, off the event loop;
-    raises :class:`PlanningLimitError` when a limit is hit. ``fn`` and its arguments must
-    be picklable (a module-level function): the manager may run it in a child process."""
-
-    def __call__(self, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T: ...
-
-
-def run_inline(fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
-    """A :class:`Limiter` without limits (tests, and routers built outside the manager)."""
-    return fn(*args, **kwargs)
 
 
 @dataclass

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from edgewise.errors import ConfigError
 from edgewise.runtime.health import StrikeLedger
-from edgewise.runtime.jobs import HISTOGRAM_METRICS, JobStopped, LiveJobs
+from edgewise.runtime.jobs import HISTOGRAM_METRICS, JobStopped, Limiter, LiveJobs, run_inline
 from edgewise.service.store import Store, json_ready
 
 if TYPE_CHECKING:
@@ -77,10 +77,11 @@ class JobRunContext:
     def __init__(self, job_id: str, *, store: Store, cluster: Cluster,
                  runtime: RayRuntime | None, ledger: StrikeLedger, work_dir: Path,
                  resumed: bool, live: LiveJobs, telemetry: JobTelemetry,
-                 summary: dict[str, Any] | None = None) -> None:
+                 summary: dict[str, Any] | None = None, limited: Limiter = run_inline) -> None:
         self._job_id, self._store, self._cluster = job_id, store, cluster
         self._runtime, self._ledger, self._work_dir = runtime, ledger, work_dir
         self._resumed, self._live, self._telemetry = resumed, live, telemetry
+        self._limited = limited
         self.stop_requested = threading.Event()
         self._summary: dict[str, Any] = dict(summary or {})
         self._last_progress = 0.0
@@ -112,6 +113,10 @@ class JobRunContext:
     @property
     def resumed(self) -> bool:
         return self._resumed
+
+    @property
+    def limited(self) -> Limiter:
+        return self._limited
 
     def event(self, kind: str, message: str, **data: Any) -> None:
         self._store.add_event(self._job_id, kind, message, json_ready(data))

@@ -71,19 +71,21 @@ class JobManager:
     ``runtime`` (a dry run, for tests) jobs are checked and stored but never run.
     On start, :meth:`recover` finds the jobs a previous manager left unfinished.
     A submitted spec is checked through ``limiter`` (the planning limits: a workload's
-    dry run runs in a capped child, not in the manager); finished jobs are pruned as
+    dry run runs in a capped child, not in the manager); a running job's own heavy checks
+    go through ``job_limiter`` (``JobContext.limited``); finished jobs are pruned as
     ``retention`` says.
     """
 
     def __init__(self, store: Store, kinds: Mapping[str, JobKind], cluster: Cluster, *,
                  state_dir: Path, runtime: RayRuntime | None = None,
                  devices: DeviceServices | None = None, max_running: int = 2,
-                 limiter: Limiter = run_inline, retention: Retention | None = None) -> None:
+                 limiter: Limiter = run_inline, job_limiter: Limiter = run_inline,
+                 retention: Retention | None = None) -> None:
         if max_running < 1:
             raise ConfigError("must be >= 1", field="max_running")
         self.store, self.kinds, self.cluster = store, dict(kinds), cluster
         self.runtime, self.devices, self.state_dir = runtime, devices, state_dir
-        self.max_running, self.limiter = max_running, limiter
+        self.max_running, self.limiter, self.job_limiter = max_running, limiter, job_limiter
         self.pruner = Pruner(store, state_dir, retention or Retention())
         self.ledger = StoredLedger(store)
         self.live = LiveJobs()
@@ -266,7 +268,7 @@ class JobManager:
             row.id, store=self.store, cluster=self.cluster, runtime=self.runtime,
             ledger=self.ledger, work_dir=self.state_dir / "jobs" / row.id,
             resumed=row.attempts > 0, live=self.live, telemetry=self.telemetry,
-            summary=row.summary)
+            summary=row.summary, limited=self.job_limiter)
         thread = threading.Thread(target=self._run, args=(row, context),
                                   name=f"edgewise-{row.id}", daemon=True)
         self._running[row.id] = _Running(context, thread)

@@ -57,6 +57,11 @@ CHECK_PRELOAD = ("edgewise.nn.workload.dryrun", "transformers.modeling_utils",
 job's workload is dry-run there (an ``hf:`` model needs transformers, 15-20 s to import on
 a busy 2-core host, most of the 20 s limit)."""
 
+JOB_CHECK_MIN_S = 120.0
+"""The least time a running job's own checks get in their child (``JobContext.limited``):
+its workload already passed the planning limit at submission; the same dry run, repeated
+while jobs train beside it, may take longer, and a job must not fail for the host's load."""
+
 GIL_SWITCH_S = 0.0005
 """The interpreter's thread switch interval in the manager (Python's default: 5 ms). The
 HTTP server and the jobs' driver threads share one interpreter; under a crowd of clients
@@ -131,13 +136,19 @@ def _serve(config: ManagerConfig, store: Store, problems: list[ProblemApi],
     the jobs a previous run left, and serve until a signal."""
     from edgewise.service.cluster import BackgroundDeviceServices
 
+    preload = [*sorted({p.router.__module__ for p in problems}), *CHECK_PRELOAD]
     limiter = ProcessLimiter(seconds=config.planning_seconds, memory_mb=config.planning_memory_mb,
-                             preload=[*sorted({p.router.__module__ for p in problems}),
-                                      *CHECK_PRELOAD])
+                             preload=preload)
     limiter.warm()
+    # a running job's dry runs, in children of their own: never refused (one place per
+    # running job), so that a flood of planning requests cannot fail a job
+    job_limiter = ProcessLimiter(seconds=max(config.planning_seconds, JOB_CHECK_MIN_S),
+                                 memory_mb=config.planning_memory_mb,
+                                 parallel=config.max_running, queue=config.max_running,
+                                 preload=preload)
     manager = JobManager(store, job_kinds(problems), config.cluster, state_dir=config.state_dir,
                          runtime=runtime, max_running=config.max_running, limiter=limiter,
-                         retention=config.retention)
+                         job_limiter=job_limiter, retention=config.retention)
     app = create_app(manager, tokens[0], scrape_token=tokens[1], limiter=limiter,
                      problems=problems, limits=config.limits)
     server = make_server(app, host=config.host, port=config.port,

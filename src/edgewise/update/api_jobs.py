@@ -116,7 +116,7 @@ def _check(spec: TrainJobSpec, cluster: Cluster) -> None:
 
 
 def _plan(spec: TrainJobSpec, ctx: JobContext) -> Planned:
-    workload, n_samples = job_workload(spec)
+    workload, n_samples = ctx.limited(job_workload, spec)  # builds the network: not here
     plan = build_plan(ctx.cluster, spec, validate_spec(ctx.cluster, spec), n_samples)
     rows = [[w, plan.shards[w], plan.batch_sizes[w]] for w in plan.workers]
     view = {"policy": plan.policy, "parameter_server": plan.ps_device,
@@ -182,7 +182,7 @@ def _execute(spec: TrainJobSpec, planned: Planned, ctx: JobContext) -> dict[str,
                          seed=spec.seed, target_accuracy=spec.target_accuracy)
     result = train(ctx.runtime, config, plan, ledger=ctx.ledger,
                    events=_events(spec, ctx), checkpoint_dir=ctx.work_dir / "checkpoints",
-                   resume=ctx.resumed)
+                   resume=ctx.resumed, limited=ctx.limited)
     last = result.epochs[-1] if result.epochs else None
     target = spec.target_accuracy
     return {"epoch": last.epoch + 1 if last else spec.epochs,

@@ -54,6 +54,16 @@ class ModelSpec:
         """The spec's string form, as a user writes it (``hf:MobileNetV2Config``)."""
         return self.ref if self.kind == "builtin" else f"{self.kind}:{self.ref}"
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Picklable by the standard library too (the manager's capped children send a
+        workload back through a pipe): ``args`` travels as a plain dict."""
+        return (_model_spec, (self.kind, self.ref, dict(self.args), self.batchnorm_momentum))
+
+
+def _model_spec(kind: ModelKind, ref: str, args: dict[str, Any],
+                batchnorm_momentum: float | None) -> ModelSpec:
+    return ModelSpec(kind, ref, _frozen(args), batchnorm_momentum)
+
 
 @dataclass(frozen=True, slots=True)
 class DataSpec:
