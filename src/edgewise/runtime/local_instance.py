@@ -24,6 +24,7 @@ from typing import Any
 
 __all__ = [
     "LOOPBACK_RAY_ENV",
+    "LOOPBACK_SET_ENV",
     "LocalInstance",
     "cluster_tag",
     "init_local",
@@ -33,6 +34,7 @@ __all__ = [
     "share_local",
     "shared",
     "unshare_local",
+    "without_loopback",
 ]
 
 NAMESPACE = "edgewise"
@@ -92,6 +94,16 @@ def init_local(resources: dict[str, float], cores: int, object_store_mb: int) ->
     return str(ray.get_runtime_context().gcs_address)
 
 
+LOOPBACK_SET_ENV = "EDGEWISE_LOOPBACK_SET"
+"""The keys of :data:`LOOPBACK_RAY_ENV` that :func:`loopback_only` set (a user's own
+settings stay), comma-separated: in the environment, so that a child process (a command
+an emulating test or demo runs) knows them too."""
+
+
+def _ours() -> set[str]:
+    return {k for k in os.environ.get(LOOPBACK_SET_ENV, "").split(",") if k}
+
+
 def loopback_only() -> None:
     """Keep the instance this process starts on loopback: the processes Ray spawns read
     :data:`LOOPBACK_RAY_ENV`; this process read Ray's choice of address when it imported
@@ -100,10 +112,13 @@ def loopback_only() -> None:
     a real cluster must be reachable at its own address. The environment is set before
     this imports Ray, so that a process that calls this first (the manager) reads it at
     its own import too."""
+    ours = _ours()
     for key, value in LOOPBACK_RAY_ENV.items():
         if key not in os.environ:
             os.environ[key] = value
-            _OURS.add(key)
+            ours.add(key)
+    if ours:
+        os.environ[LOOPBACK_SET_ENV] = ",".join(sorted(ours))
     import ray._private.ray_constants as ray_constants
 
     if os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] == "0":
@@ -115,14 +130,21 @@ def reachable_again() -> None:
     cluster of devices), whose nodes must reach the driver at its own address."""
     import ray._private.ray_constants as ray_constants
 
-    for key in _OURS:
+    for key in (*_ours(), LOOPBACK_SET_ENV):
         os.environ.pop(key, None)
-    _OURS.clear()
     if os.environ.get("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER") != "0":
         ray_constants.ENABLE_RAY_CLUSTER = not ray_constants.IS_WINDOWS_OR_OSX
 
 
-_OURS: set[str] = set()  # the keys loopback_only set (a user's own settings stay)
+def without_loopback(env: dict[str, str]) -> dict[str, str]:
+    """``env`` (a copy of this process's environment) less what :func:`loopback_only` set,
+    here or in a parent: for the Ray processes of a real cluster this process starts (a
+    testbed's ``ray start`` on each device), which must listen on their own addresses.
+    Inherited, the loopback setting made every device's ``ray start`` refuse to join
+    ("Multi-node Ray clusters are not supported") after an emulated run in the same
+    process (the demo's part 1, then its part 2 on a testbed)."""
+    drop = {k for k in env.get(LOOPBACK_SET_ENV, "").split(",") if k} | {LOOPBACK_SET_ENV}
+    return {k: v for k, v in env.items() if k not in drop}
 
 
 def kill_named_actors() -> int:

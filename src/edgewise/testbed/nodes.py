@@ -11,6 +11,7 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from edgewise.runtime.local_instance import without_loopback
 from edgewise.runtime.ray_cluster import LABEL_DILATION, LABEL_LATENCY, device_resources
 from edgewise.testbed.cgroups import Cgroups
 from edgewise.testbed.host import TestbedError
@@ -37,7 +38,8 @@ _RAY_ENV = {
 def node_env(token_path: Path | str) -> dict[str, str]:
     """The environment of every testbed process: this one's, with token authentication on
     the testbed's token (an inherited RAY_AUTH_TOKEN or RAY_ADDRESS would win over it)."""
-    env = {k: v for k, v in os.environ.items() if k not in ("RAY_AUTH_TOKEN", "RAY_ADDRESS")}
+    env = {k: v for k, v in without_loopback(dict(os.environ)).items()
+           if k not in ("RAY_AUTH_TOKEN", "RAY_ADDRESS")}
     return env | _RAY_ENV | {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": str(token_path)}
 
 
