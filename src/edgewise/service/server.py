@@ -141,11 +141,12 @@ def _serve(config: ManagerConfig, store: Store, problems: list[ProblemApi],
                              preload=preload)
     limiter.warm()
     # a running job's dry runs, in children of their own: never refused (one place per
-    # running job), so that a flood of planning requests cannot fail a job
+    # running job), so that a flood of planning requests cannot fail a job; at the job's
+    # own priority (a request's planning runs niced, a job's start must not wait on it)
     job_limiter = ProcessLimiter(seconds=max(config.planning_seconds, JOB_CHECK_MIN_S),
                                  memory_mb=config.planning_memory_mb,
                                  parallel=config.max_running, queue=config.max_running,
-                                 preload=preload)
+                                 nice=0, preload=preload)
     manager = JobManager(store, job_kinds(problems), config.cluster, state_dir=config.state_dir,
                          runtime=runtime, max_running=config.max_running, limiter=limiter,
                          job_limiter=job_limiter, retention=config.retention)
