@@ -30,7 +30,13 @@ from edgewise.runtime.launch import (
     ps_get,
 )
 from edgewise.runtime.limiting import Limiter, run_inline
-from edgewise.runtime.plan import TrainConfig, TrainPlan, equal_plan
+from edgewise.runtime.plan import (
+    STORE_MEMORY_MB,
+    TrainConfig,
+    TrainPlan,
+    check_reservations,
+    equal_plan,
+)
 from edgewise.runtime.ray_cluster import RayRuntime
 from edgewise.wire.frames import TransportError, decode
 
@@ -221,6 +227,7 @@ def train(runtime: RayRuntime, config: TrainConfig, plan: TrainPlan, *,
     through ``limited`` (the manager's: in a child process, so that the driver does not
     hold a copy of the network). Raises RuntimeFault after ``config.max_restarts`` restarts."""
     started = time.perf_counter()
+    check_reservations(runtime.cluster, plan, config.worker_memory_mb)
     workload = limited(checked_workload, runtime.cluster, config, plan)
     ledger = ledger or StrikeLedger()
     job = _Job(runtime, config, ledger, events or (lambda kind, data: None), checkpoint_dir)
@@ -231,7 +238,8 @@ def train(runtime: RayRuntime, config: TrainConfig, plan: TrainPlan, *,
     monitor = monitor_handle(runtime, config.heartbeat_s)
     # The store rebuilds the same shards from the workload and seed, so a store that died is
     # restarted by Ray and its calls retried, instead of failing the job.
-    options = {**runtime.actor_options(plan.store_device, 256, name=f"store-{job.job_id}"),
+    options = {**runtime.actor_options(plan.store_device, STORE_MEMORY_MB,
+                                       name=f"store-{job.job_id}"),
                "max_restarts": STORE_RESTARTS, "max_task_retries": -1}
     store = DataStore.options(**options).remote(  # type: ignore[attr-defined]
         workload, config.seed, config.compression, config.chunk_bytes)
@@ -271,6 +279,7 @@ def _attempts(job: _Job, plan: TrainPlan, store: Any, monitor: Any, replan: Repl
     for restart in range(config.max_restarts + 1):
         rng = np.random.default_rng([config.seed, restart])
         positions = shard_indices(n_samples, dict(plan.shards), rng)
+        check_reservations(runtime.cluster, plan, config.worker_memory_mb)
         attempt: Attempt | None = None
         try:  # a member lost while the shards load is a fault like any other
             attempt = launch(runtime, config, plan, job.job_id, restart, monitor, store,

@@ -201,6 +201,8 @@ def await_all(run: Attempt, futures: dict[str, Any], heartbeat_s: float,
                     raise cause from None  # bad input is no fault: restarting cannot help
                 member = run.names.get(device, device)
                 reason = type(exc).__name__ + ": " + str(exc).splitlines()[0][:200]
+                if isinstance(cause, MemoryError):  # the worker's own check names its device
+                    reason = f"out of memory: {str(cause)[:200]}"
                 # a worker fails too when the server it pushes to is gone: blame the server
                 ps_get(run, run.ps.progress.remote(), timeout_s=PS_PROBE_S)
                 raise Interrupted([(device, member, reason)], time.time()) from None

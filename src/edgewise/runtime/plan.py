@@ -89,6 +89,31 @@ class TrainPlan:
                 raise ConfigError(f"worker {w} has no batch size >= 1", field="batch_sizes")
 
 
+STORE_MEMORY_MB = 256
+"""What the data store reserves of its device's memory."""
+
+
+def check_reservations(cluster: Cluster, plan: TrainPlan, member_memory_mb: int) -> None:
+    """ConfigError naming the first device whose memory cannot hold what the plan puts on
+    it: ``member_memory_mb`` per worker and for the parameter server, and the data store's
+    :data:`STORE_MEMORY_MB`. Ray would leave such an actor pending for ever (the job
+    hanging at 0 samples), so a run checks before it starts any."""
+    reserved: dict[str, int] = dict.fromkeys(plan.workers, member_memory_mb)
+    members: dict[str, list[str]] = {w: ["a worker"] for w in plan.workers}
+    for device, mb, what in ((plan.ps_device, member_memory_mb, "the parameter server"),
+                             (plan.store_device, STORE_MEMORY_MB, "the data store")):
+        reserved[device] = reserved.get(device, 0) + mb
+        members.setdefault(device, []).append(what)
+    for device, mb in reserved.items():
+        have = cluster.device(device).memory_mb
+        if mb > have:
+            raise ConfigError(
+                f"{device} has {have} MB of memory, less than the {mb} MB the plan reserves "
+                f"on it for {' and '.join(members[device])} ({member_memory_mb} MB per "
+                "member); give the device more memory_mb or none of those roles",
+                field="worker_memory_mb")
+
+
 def equal_plan(cluster: Cluster, n_samples: int, batch_size: int = 32,
                exclude: frozenset[str] = frozenset()) -> TrainPlan:
     """Equal shards over the cluster's workers (the remainder to the first ones)."""
