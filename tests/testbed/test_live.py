@@ -220,6 +220,70 @@ def test_status_and_exec_from_the_command_line(live: Live) -> None:
     assert done.returncode == 0 and done.stdout.strip().splitlines()[-1] == "4", done.stderr
 
 
+def _on_the_testbed(live: Live, *argv: str, timeout_s: float = 300.0) -> str:
+    """``edgewise ARGV`` as a user runs it on a testbed: inside ``testbed exec``, joined
+    with ``--address auto``; its standard output (it must succeed)."""
+    done = subprocess.run([EDGEWISE, "testbed", "exec", NAME, "--", EDGEWISE, *argv],
+                          env=live.env(), capture_output=True, text=True, timeout=timeout_s)
+    assert done.returncode == 0, (argv, done.stdout[-3000:], done.stderr[-3000:])
+    return done.stdout
+
+
+def _json_line(text: str) -> Any:
+    return json.loads(next(line for line in reversed(text.splitlines()) if line.startswith("{")))
+
+
+# The commands' runs come before the tests that kill, freeze or cut devices: a device whose
+# link was cut may be declared dead by Ray's GCS seconds after the cut healed (its raylet
+# then ends itself), so that later runs would find fewer devices than the cluster names.
+def test_update_run_trains_on_the_testbed_from_the_command_line(live: Live) -> None:
+    """The Deep-Edge plan run on kernel-enforced devices: the happy path of `update run`."""
+    text = _on_the_testbed(live, "update", "run", str(live.cluster_file), "--address", "auto",
+                           "--epochs", "1")
+    accuracy = re.findall(r"val accuracy\s*│\s*([0-9.]+)", text)
+    trained = re.findall(r"samples trained\s*│\s*([0-9]+)", text)
+    assert len(accuracy) == 1 and float(accuracy[0]) > 0.2, text[-2000:]  # chance is 0.1
+    assert trained == [str(len(TRAIN_IDS))]  # every training sample, once
+
+
+def test_modelparallel_and_continual_runs_on_the_testbed(live: Live) -> None:
+    """SROLE's model-parallel training and Ekya's shared device, each on the testbed's
+    devices from its command line: the stages train (the loss is finite) and the time
+    in device seconds is the wall time over the testbed's dilation; each window is
+    measured."""
+    devices = {d.name for d in live.tb.runtime.cluster.devices}
+    mp = _json_line(_on_the_testbed(live, "modelparallel", "run", str(live.cluster_file),
+                                    "--address", "auto", "--iterations", "3", "--json"))
+    assert set(mp["devices"]) <= devices and mp["devices"]
+    assert math.isfinite(mp["loss_first"]) and math.isfinite(mp["loss_last"])
+    dilation = live.tb.record.plan.time_dilation
+    assert mp["time_dilation"] == pytest.approx(dilation, rel=1e-3)
+    assert mp["iteration_device_s"] == pytest.approx(mp["iteration_s"] / dilation, abs=1e-3)
+    ekya = _json_line(_on_the_testbed(
+        live, "continual", "run", "--cluster", str(live.cluster_file), "--address", "auto",
+        "--streams", "1", "--windows", "1", "--window-s", "2", "--json"))
+    assert [w["window"] for w in ekya["windows"]] == [0]
+    assert ekya["mean_accuracy"] > 0.1, ekya  # above chance (10 classes) on the testbed
+
+
+def test_profile_measures_a_testbed_device_from_the_command_line(
+        live: Live, tmp_path: Path) -> None:
+    """`profile --testbed --device`: the quick grid measured on the device itself (in its
+    cgroup, under its quota), every point recorded under the device's type."""
+    out = tmp_path / "nano.csv"
+    done = subprocess.run([EDGEWISE, "profile", "--quick", "--testbed", NAME, "--device",
+                           "nano-0", "--output", str(out), "--json"], env=live.env(),
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, (done.stdout[-3000:], done.stderr[-3000:])
+    summary = _json_line(done.stdout)
+    assert summary["rows"] == summary["written"] > 0 and summary["skipped"] == 0
+    assert all(p["rows"] >= 1 for p in summary["points"])
+    header, *rows = out.read_text().splitlines()
+    column = header.split(",").index("device_type")
+    assert len(rows) == summary["rows"]
+    assert {r.split(",")[column] for r in rows} == {"jetson-nano"}
+
+
 def test_a_stalled_device_stops_and_resumes(live: Live) -> None:
     node, cgroups = live.tb.record.plan.node("nano-0"), live.tb.nodes.cgroups
     probe = spawn_in(cgroups, node, [sys.executable, "-m", "edgewise.testbed.probes", "cpu",
@@ -285,67 +349,6 @@ def test_a_pipeline_survives_a_killed_device_losing_nothing(live: Live) -> None:
     assert done.outputs_correct  # equal to the unpartitioned model's outputs
     assert tb.runtime.lost_devices() == {victim}
     tb.restart_node(victim)
-
-
-def _on_the_testbed(live: Live, *argv: str, timeout_s: float = 300.0) -> str:
-    """``edgewise ARGV`` as a user runs it on a testbed: inside ``testbed exec``, joined
-    with ``--address auto``; its standard output (it must succeed)."""
-    done = subprocess.run([EDGEWISE, "testbed", "exec", NAME, "--", EDGEWISE, *argv],
-                          env=live.env(), capture_output=True, text=True, timeout=timeout_s)
-    assert done.returncode == 0, (argv, done.stdout[-3000:], done.stderr[-3000:])
-    return done.stdout
-
-
-def _json_line(text: str) -> Any:
-    return json.loads(next(line for line in reversed(text.splitlines()) if line.startswith("{")))
-
-
-def test_update_run_trains_on_the_testbed_from_the_command_line(live: Live) -> None:
-    """The Deep-Edge plan run on kernel-enforced devices: the happy path of `update run`."""
-    text = _on_the_testbed(live, "update", "run", str(live.cluster_file), "--address", "auto",
-                           "--epochs", "1")
-    accuracy = re.findall(r"val accuracy\s*│\s*([0-9.]+)", text)
-    trained = re.findall(r"samples trained\s*│\s*([0-9]+)", text)
-    assert len(accuracy) == 1 and float(accuracy[0]) > 0.2, text[-2000:]  # chance is 0.1
-    assert trained == [str(len(TRAIN_IDS))]  # every training sample, once
-
-
-def test_modelparallel_and_continual_runs_on_the_testbed(live: Live) -> None:
-    """SROLE's model-parallel training and Ekya's shared device, each on the testbed's
-    devices from its command line: the stages train (the loss is finite) and the time
-    in device seconds is the wall time over the testbed's dilation; each window is
-    measured."""
-    devices = {d.name for d in live.tb.runtime.cluster.devices}
-    mp = _json_line(_on_the_testbed(live, "modelparallel", "run", str(live.cluster_file),
-                                    "--address", "auto", "--iterations", "3", "--json"))
-    assert set(mp["devices"]) <= devices and mp["devices"]
-    assert math.isfinite(mp["loss_first"]) and math.isfinite(mp["loss_last"])
-    dilation = live.tb.record.plan.time_dilation
-    assert mp["time_dilation"] == pytest.approx(dilation, rel=1e-3)
-    assert mp["iteration_device_s"] == pytest.approx(mp["iteration_s"] / dilation, abs=1e-3)
-    ekya = _json_line(_on_the_testbed(
-        live, "continual", "run", "--cluster", str(live.cluster_file), "--address", "auto",
-        "--streams", "1", "--windows", "1", "--window-s", "2", "--json"))
-    assert [w["window"] for w in ekya["windows"]] == [0]
-    assert ekya["mean_accuracy"] > 0.1, ekya  # above chance (10 classes) on the testbed
-
-
-def test_profile_measures_a_testbed_device_from_the_command_line(
-        live: Live, tmp_path: Path) -> None:
-    """`profile --testbed --device`: the quick grid measured on the device itself (in its
-    cgroup, under its quota), every point recorded under the device's type."""
-    out = tmp_path / "nano.csv"
-    done = subprocess.run([EDGEWISE, "profile", "--quick", "--testbed", NAME, "--device",
-                           "nano-0", "--output", str(out), "--json"], env=live.env(),
-                          capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, (done.stdout[-3000:], done.stderr[-3000:])
-    summary = _json_line(done.stdout)
-    assert summary["rows"] == summary["written"] > 0 and summary["skipped"] == 0
-    assert all(p["rows"] >= 1 for p in summary["points"])
-    header, *rows = out.read_text().splitlines()
-    column = header.split(",").index("device_type")
-    assert len(rows) == summary["rows"]
-    assert {r.split(",")[column] for r in rows} == {"jetson-nano"}
 
 
 def test_fault_commands_freeze_thaw_cut_and_heal(live: Live) -> None:
