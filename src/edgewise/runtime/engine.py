@@ -266,6 +266,7 @@ def checked_workload(cluster: Cluster, config: TrainConfig, plan: TrainPlan) -> 
 def _attempts(job: _Job, plan: TrainPlan, store: Any, monitor: Any, replan: Replan) -> TrainPlan:
     """Run attempts until every epoch is done; returns the plan the last attempt ran."""
     runtime, config, ledger = job.runtime, job.config, job.ledger
+    checked = plan  # its reservations were checked before the store started
     n_samples: int = ray.get(store.size.remote())
     plan.validate(runtime.cluster, n_samples)
     validation: list[bytes] = ray.get(store.validation.remote())
@@ -279,7 +280,9 @@ def _attempts(job: _Job, plan: TrainPlan, store: Any, monitor: Any, replan: Repl
     for restart in range(config.max_restarts + 1):
         rng = np.random.default_rng([config.seed, restart])
         positions = shard_indices(n_samples, dict(plan.shards), rng)
-        check_reservations(runtime.cluster, plan, config.worker_memory_mb)
+        if plan is not checked:  # a new plan (``train`` checked the first one)
+            check_reservations(runtime.cluster, plan, config.worker_memory_mb)
+            checked = plan
         attempt: Attempt | None = None
         try:  # a member lost while the shards load is a fault like any other
             attempt = launch(runtime, config, plan, job.job_id, restart, monitor, store,

@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -100,8 +101,8 @@ settings stay), comma-separated: in the environment, so that a child process (a 
 an emulating test or demo runs) knows them too."""
 
 
-def _ours() -> set[str]:
-    return {k for k in os.environ.get(LOOPBACK_SET_ENV, "").split(",") if k}
+def _ours(env: Mapping[str, str] = os.environ) -> set[str]:
+    return {k for k in env.get(LOOPBACK_SET_ENV, "").split(",") if k}
 
 
 def loopback_only() -> None:
@@ -143,7 +144,7 @@ def without_loopback(env: dict[str, str]) -> dict[str, str]:
     Inherited, the loopback setting made every device's ``ray start`` refuse to join
     ("Multi-node Ray clusters are not supported") after an emulated run in the same
     process (the demo's part 1, then its part 2 on a testbed)."""
-    drop = {k for k in env.get(LOOPBACK_SET_ENV, "").split(",") if k} | {LOOPBACK_SET_ENV}
+    drop = _ours(env) | {LOOPBACK_SET_ENV}
     return {k: v for k, v in env.items() if k not in drop}
 
 
