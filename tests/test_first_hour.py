@@ -26,7 +26,7 @@ from edgewise.pipeline.workload import (
     random_inputs,
     reference_outputs,
 )
-from edgewise.update.api_schemas import CALIBRATED
+from edgewise.update import CALIBRATED
 from edgewise.wire.activation import ActivationCodec
 
 EXAMPLES = Path(__file__).parents[1] / "examples"

@@ -20,12 +20,15 @@ from edgewise.modelparallel.jobs import JOB_CPU, period_s
 from edgewise.modelparallel.network import random_network
 from edgewise.modelparallel.problem import BackgroundTask, EdgeNetwork, EdgeNode, TaskPlacement
 from edgewise.modelparallel.realbench import (
+    BENCH_BATCH,
+    BENCH_WIDTH,
     bench_model,
     digits_batches,
     sequential_job,
     sequential_levels,
     spread_placement,
 )
+from edgewise.modelparallel.realjob import spread_training
 from edgewise.modelparallel.run import (
     ModelParallelTrainer,
     execute,
@@ -171,6 +174,23 @@ def test_execute_runs_transfers_at_the_environments_shared_rate(runtime: RayRunt
 
     assert run.mean_transfer_s > 1.6 * alone
     assert run.mean_transfer_s == pytest.approx(shared, rel=0.25)
+
+
+@pytest.mark.ray
+def test_spread_training_spreads_the_levels_from_the_origin(runtime: RayRuntime) -> None:
+    """`modelparallel run`'s training: the bench CNN's four levels from n1 over the others,
+    its first loss the unsplit model's on the first batch."""
+    x, y = next(digits_batches(BENCH_BATCH, 1, seed=3))
+    with torch.no_grad():
+        reference = float(F.cross_entropy(bench_model(3, BENCH_WIDTH)(torch.from_numpy(x)),
+                                          torch.from_numpy(y)))
+
+    run = spread_training(runtime, "n1", iterations=2, seed=3)
+
+    assert run.devices == ("n1", "n0", "n2", "n3") and len(run.losses) == 2
+    assert run.losses[0] == pytest.approx(reference, rel=1e-5)
+    with pytest.raises(ConfigError, match="ghost"):
+        spread_training(runtime, "ghost")
 
 
 # --- the adapter from the environment's job and placement (no Ray) --------------------------

@@ -1,6 +1,7 @@
-"""The pipeline's manager endpoints and job: planning on the cluster or a random one, and the
+"""The pipeline's manager endpoints and job: planning on the cluster or a random one, the
 serving loop (HTTP requests and the job's own stream in order, a model switch that drops
-nothing, stops honoured) against a dispatcher double that answers instantly."""
+nothing, stops honoured) against a dispatcher double that answers instantly, and the job on a
+workload: refused at submission by its dry run, run by the pipeline's executor on Ray."""
 
 from __future__ import annotations
 
@@ -16,10 +17,18 @@ from fastapi.testclient import TestClient
 
 from edgewise.cluster.model import Cluster
 from edgewise.errors import ConfigError
-from edgewise.pipeline.api import cluster_problem, serving_model
-from edgewise.pipeline.api_serving import OwnStream, PipelineBusy, PipelineServer, serve
+from edgewise.jobs import JobStopped
+from edgewise.pipeline.api import PIPELINE_KIND, cluster_problem, serving_model
+from edgewise.pipeline.api_schemas import PipelineJobSpec
+from edgewise.pipeline.api_serving import (
+    NotServing,
+    OwnStream,
+    PipelineBusy,
+    PipelineServer,
+    serve,
+)
 from edgewise.pipeline.dispatcher import Result
-from edgewise.runtime.jobs import JobStopped
+from edgewise.runtime.ray_cluster import RayRuntime, start_local
 from edgewise.service import JobManager, create_app
 
 TOKEN = "test-token-0123456789abcdef"
@@ -153,3 +162,72 @@ def test_planning_refuses_what_cannot_fit_or_is_too_big(client: TestClient) -> N
                        json={"inputs": [[0.0] * 64]}).status_code == 409
     assert client.post("/api/v1/pipelines/job-0001/infer",
                        json={"inputs": [[0.0] * 63]}).status_code == 422
+
+
+# the job on the user's own model (a workload)
+DIGITS_WORKLOAD = {"model": "digits-cnn", "data": "digits"}
+JOBS = "/api/v1/jobs"
+
+
+def _refusal(client: TestClient, **spec: Any) -> tuple[str, str]:
+    """The 422's first problem: where (dotted) and what."""
+    response = client.post(JOBS, json={"kind": "pipeline", "spec": spec})
+    assert response.status_code == 422, response.text
+    problem = response.json()["detail"][0]
+    return ".".join(str(p) for p in problem["loc"]), problem["msg"]
+
+
+def test_a_workload_is_dry_run_at_submission_and_refused_naming_its_field(
+        client: TestClient, backend: JobManager) -> None:
+    where, said = _refusal(client, workload={"model": "hf:no-such-org/no-such-model",
+                                             "data": "digits"})
+    assert "hub" in said.lower() and "extra" not in said, said
+    where, said = _refusal(client, workload={**DIGITS_WORKLOAD, "classes": 7})
+    assert where.endswith("workload.task.classes") and "7" in said, (where, said)
+    where, said = _refusal(client, workload=DIGITS_WORKLOAD, serve_seconds=3.0)
+    assert where.endswith("serve_seconds") and "no HTTP requests" in said, (where, said)
+    assert client.get(JOBS).json()["jobs"] == []
+    created = client.post(JOBS, json={"kind": "pipeline", "spec": {
+        "workload": DIGITS_WORKLOAD, "memory_cap_mb": 0.14, "requests": 8}})
+    assert created.status_code == 201, created.text
+    backend.live.put(created.json()["id"], NotServing("takes no HTTP requests"))
+    refused = client.post(f"/api/v1/pipelines/{created.json()['id']}/switch", json={"seed": 1})
+    assert refused.status_code == 409 and "takes no HTTP requests" in refused.text
+
+
+class _RunContext(_Context):
+    """A job context on a real runtime, recording what the job publishes."""
+
+    def __init__(self, runtime: RayRuntime) -> None:
+        super().__init__()
+        self.runtime, self.cluster = runtime, runtime.cluster
+        self.published: list[object | None] = []
+
+    def limited(self, fn: Any, *args: Any) -> Any:
+        return fn(*args)
+
+    def publish(self, handle: object | None) -> None:
+        self.published.append(handle)
+
+
+@pytest.mark.ray
+def test_a_workload_job_runs_the_executor_and_matches_the_whole_model(
+        small_cluster: Cluster) -> None:
+    spec = PipelineJobSpec.model_validate({"workload": DIGITS_WORKLOAD, "requests": 16,
+                                           "switch_after": 8, "window": 4,
+                                           "devices": ["nano-0", "nano-1"]})
+    runtime = start_local(small_cluster)
+    try:
+        ctx = _RunContext(runtime)
+        planned = PIPELINE_KIND.plan(spec, ctx)  # type: ignore[arg-type]
+        figures = PIPELINE_KIND.execute(spec, planned, ctx)  # type: ignore[arg-type]
+    finally:
+        runtime.shutdown()
+    # two devices, each offered just under the whole model: cut in two, as the command cuts
+    assert planned.view["workload"]["segments"] == 9 and figures["stages"] == 2
+    assert figures["results"] == 16 and figures["in_order"] and figures["duplicates"] == 0
+    assert figures["version"] == 1 and ctx.events.count("model-switch") == 1
+    assert figures["max_abs_diff"] <= 1e-4 < figures["reference_max_abs"]
+    assert figures["top1_agreement"] == 1.0 and figures["outputs_equal_to_the_model"]
+    assert isinstance(ctx.published[0], NotServing) and ctx.published[-1] is None
+    assert ctx.metrics.count("request_latency_s") == 16

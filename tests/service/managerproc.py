@@ -127,7 +127,10 @@ class ManagerProcess:
         return response.json()
 
     def post(self, path: str, body: Any = None) -> Any:
-        response = self._client().post(path, json=body, timeout=60)
+        # A submission with a workload waits for its dry run in a planning child (a Python
+        # start, torch, one batch through the model): seconds on a quiet host, over a minute
+        # beside a loaded suite. Not a timing claim: the request must be answered.
+        response = self._client().post(path, json=body, timeout=180)
         assert response.status_code < 300, response.text
         return response.json()
 

@@ -12,7 +12,7 @@ from fastapi import APIRouter, Depends
 from fastapi.testclient import TestClient
 from prometheus_client.parser import text_string_to_metric_families
 
-from edgewise.runtime.jobs import JobBackend, get_backend
+from edgewise.jobs import JobBackend, get_backend
 from edgewise.service import JobManager, create_app
 from edgewise.service.app import Limits
 from edgewise.service.errors import ValidationProblems

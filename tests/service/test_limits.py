@@ -15,8 +15,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 from edgewise.errors import ConfigError, InfeasibleError
+from edgewise.jobs import LiveJobs, PlanningBusyError, PlanningLimitError
 from edgewise.runtime.health import StrikeLedger
-from edgewise.runtime.jobs import LiveJobs, PlanningBusyError, PlanningLimitError
 from edgewise.service import JobManager, create_app
 from edgewise.service.context import JobRunContext, JobTelemetry
 from edgewise.service.limits import ProcessLimiter
@@ -221,6 +221,6 @@ def test_a_running_update_jobs_dry_run_stays_out_of_the_manager(
 
     grown_mb = (psutil.Process().memory_info().rss - before) / 2**20
     plan, workload = planned.payload
-    assert sum(plan.shards.values()) == planned.view["workload"]["train_samples"] == 1437
+    assert sum(plan.train.shards.values()) == planned.view["workload"]["train_samples"] == 1437
     assert workload.task.num_classes == 10  # what the dry run found, brought back
     assert grown_mb < RSS_MARGIN_MB, grown_mb

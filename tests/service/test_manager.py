@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from edgewise.cluster.model import Cluster
 from edgewise.errors import ConfigError, InfeasibleError
-from edgewise.runtime.jobs import JobContext, JobKind, Planned
+from edgewise.jobs import JobContext, JobKind, Planned
 from edgewise.service import JobManager, Store
 
 RUNTIME: Any = object()  # a stand-in: these kinds never touch Ray

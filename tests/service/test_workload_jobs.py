@@ -12,7 +12,7 @@ import pytest
 from fastapi.testclient import TestClient
 from managerproc import ManagerProcess
 
-from edgewise.nn.workload.http import DATA_DIR_ENV
+from edgewise.jobs.workload import DATA_DIR_ENV
 from edgewise.nn.workload.synthetic import make_shapes_folder
 from edgewise.service import JobManager, create_app
 from edgewise.service.errors import ValidationProblems
@@ -58,7 +58,7 @@ def test_a_workload_on_the_data_folder_is_taken(client: TestClient) -> None:
 @pytest.mark.parametrize(("change", "field", "said"), [
     ({"model": "py:evil.py:make"}, "model", "not taken over HTTP"),
     ({"model": "export:prog.pt2"}, "model", "not taken over HTTP"),
-    ({"model": "hf:google/mobilenet_v2"}, "model", "unknown model"),
+    ({"model": "hf:google/mobilenet_v2"}, "model", "Hugging Face Hub"),
     ({"data": "images:../etc"}, "data", "relative to the manager's data folder"),
     ({"data": "npz:/etc/passwd"}, "data", "relative to the manager's data folder"),
     ({"data": "csv:x"}, "data", "digits, images:DIR or npz:FILE"),

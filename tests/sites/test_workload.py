@@ -11,7 +11,9 @@ import yaml
 
 from edgewise.cluster.examples import example_path
 from edgewise.errors import ConfigError
+from edgewise.nn.workload import workload_from_dict
 from edgewise.nn.workload.synthetic import make_shapes_npz
+from edgewise.sites.jobdata import checked_workloads, job_data
 from edgewise.sites.problem import JobSlot, Plan, Transfer
 from edgewise.sites.run import SiteRunConfig, execute_emulated
 from edgewise.sites.scenario import load_scenario, problem_to_dict, scenario_from_dict
@@ -68,6 +70,21 @@ def test_a_missing_workload_names_the_job_before_ray_starts(user_files: Path) ->
     problem = load_scenario(_scenario(user_files, "w/nowhere.yaml"))
     with pytest.raises(ConfigError, match=r"jobs\[0\]\.workload.*nowhere\.yaml"):
         execute_emulated(problem, _plan(), config=SiteRunConfig(seed=0, epochs_per_slot=1))
+
+
+def test_a_given_workload_takes_the_place_of_the_scenarios(user_files: Path) -> None:
+    """A workload built already (a manager's job's) replaces the job's file; the jobs given
+    the same one share its dry run and its data; the others keep theirs."""
+    problem = load_scenario(_scenario(user_files, "w/shapes-npz.yaml"))
+    half = workload_from_dict({"model": "digits-cnn", "data_args": {"val_fraction": 0.5}})
+    checked = checked_workloads(problem, 0, {"shapes": half, "digits": half})
+    assert checked["shapes"] is checked["digits"]  # dry-run once
+    assert checked["shapes"].task.input_shape == (1, 8, 8)  # what the dry run found
+    data = job_data(problem, 0, checked)
+    assert data["shapes"] is data["digits"] and len(data["shapes"].train) == 898
+    bad = workload_from_dict({"model": "digits-cnn", "task": {"classes": 7}})
+    with pytest.raises(ConfigError, match=r"jobs\[1\]\.workload: task.classes: .*7 classes"):
+        checked_workloads(problem, 0, {"digits": bad})
 
 
 @pytest.mark.ray

@@ -16,6 +16,7 @@ from typing import Any
 import typer
 
 from edgewise import __version__
+from edgewise.anatomy import problems
 
 __all__ = ["GROUPS", "build_app", "main"]
 
@@ -23,20 +24,18 @@ GROUPS: dict[str, str] = {
     "cluster": "edgewise.cli.cluster",
     "bench": "edgewise.cli.bench",
     "fault": "edgewise.cli.fault",
-    "update": "edgewise.cli.update",
-    "pipeline": "edgewise.cli.pipeline",
-    "continual": "edgewise.cli.continual",
-    "sites": "edgewise.cli.sites",
-    "modelparallel": "edgewise.cli.modelparallel",
+    **{card.name: card.cli_module for card in problems()},
     "testbed": "edgewise.cli.testbed",
 }
-"""Sub-command groups: name → module with a ``typer.Typer`` named ``app``."""
+"""Sub-command groups: name → module with a ``typer.Typer`` named ``app``; one per problem
+registered under the entry points ``edgewise.problems`` (their cards import nothing)."""
 
 COMMANDS: dict[str, tuple[str, str]] = {
     "train": ("edgewise.cli.train", "train_command"),
     "demo": ("edgewise.cli.demo", "demo"),
     "serve": ("edgewise.cli.serve", "serve"),
     "profile": ("edgewise.cli.profile", "profile"),
+    "problems": ("edgewise.cli.problems", "problems_command"),
 }
 """Top-level commands: name → (module, function)."""
 

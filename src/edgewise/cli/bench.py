@@ -19,6 +19,7 @@ import typer
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from edgewise.anatomy import problems
 from edgewise.bench import BenchOption, BenchSpec, Figures, load_object, run_bench
 from edgewise.cli.common import err, out, state_dir, user_errors, writable_folder
 from edgewise.cli.stages import plain_progress
@@ -28,28 +29,19 @@ __all__ = ["BENCHES", "app", "emit"]
 
 BENCHES: dict[str, str] = {
     "runtime": "edgewise.runtime.bench:SPEC",
-    "deep-edge": "edgewise.update.bench:SPEC",
-    "seifer": "edgewise.pipeline.bench:SPEC",
-    "ekya": "edgewise.continual.bench:SPEC",
-    "okita": "edgewise.sites.bench:SPEC",
-    "srole": "edgewise.modelparallel.bench:SPEC",
+    **{card.bench: card.bench_spec_ref for card in problems()},
     "testbed": "edgewise.suites.testbed:SPEC",
     "workloads": "edgewise.suites.workloads:SPEC",
     "manager": "edgewise.service.loadbench:SPEC",
     "time-to-accuracy": "edgewise.suites.time_to_accuracy:SPEC",
     "pipeline-scale": "edgewise.suites.pipeline_scale:SPEC",
 }
-"""Benchmark name → its spec (``"module:NAME"``)."""
+"""Benchmark name → its spec (``"module:NAME"``); each problem's from its card."""
 
 LISTING: dict[str, str] = {
     "runtime": "Real training on the emulated cluster: accuracy, parameter-server scaling, "
                "transport.",
-    "deep-edge": "Deep-Edge §V-C: deep-edge vs fair on random testbed experiments.",
-    "seifer": "SEIFER §6.1: partition-and-placement policies over the model zoo, and a real "
-              "pipeline.",
-    "ekya": "Ekya §6: thief vs uniform over streams and accelerators, and real windows.",
-    "okita": "Okita §V: online schedulers vs the offline optimum, and a real run.",
-    "srole": "SROLE §V: job completion time, collisions and shield overhead of the methods.",
+    **{card.bench: card.bench_line for card in problems()},
     "testbed": "The kernel-enforced testbed (root): links, CPU quotas, Deep-Edge, SEIFER and "
                "parameter-server runs and node faults on it.",
     "manager": "The manager under hostile load: bad input, half-open crowds, a planning "

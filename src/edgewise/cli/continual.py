@@ -17,20 +17,25 @@ from edgewise.cli.stages import stage
 from edgewise.cli.tables import print_fitted
 from edgewise.cli.workload_opts import ClassesOpt, InputShapeOpt, workload_from_cli
 from edgewise.cluster.schema import load_cluster
-from edgewise.continual.microprofiler import MicroProfile, microprofile, prepare_window
-from edgewise.continual.policies import get_policy
-from edgewise.continual.problem import ContinualPlan, StreamState
-from edgewise.continual.run import (
+from edgewise.continual import (
     DEVICE,
+    ContinualPlan,
+    EdgeModels,
     LiveProblem,
+    MicroProfile,
     RunSettings,
+    StreamState,
     WindowResult,
     edge_cluster,
+    edge_models,
     execute,
+    frame_streams,
+    get_policy,
+    microprofile,
     offline_inference_options,
     plan_window,
+    prepare_window,
 )
-from edgewise.continual.workload import EdgeModels, edge_models, frame_streams
 from edgewise.errors import ConfigError
 from edgewise.nn.streams import DIGITS_SHAPE, DigitsStream, Stream, Window, digits_streams
 from edgewise.nn.workload import Workload

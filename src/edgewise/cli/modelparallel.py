@@ -22,17 +22,26 @@ from edgewise.cli.workload_opts import (
     workload_from_cli,
 )
 from edgewise.errors import ConfigError
-from edgewise.modelparallel.agentfile import load_agents, save_agents
-from edgewise.modelparallel.agents import QAgent
-from edgewise.modelparallel.benchfigs import METHOD_NAMES
-from edgewise.modelparallel.jobs import check_model
-from edgewise.modelparallel.models import srole_models
-from edgewise.modelparallel.network import random_network
-from edgewise.modelparallel.policies import get_method
-from edgewise.modelparallel.rounds import KAPPA, RoundResult, random_round
-from edgewise.modelparallel.sim import SimOutcome, SroleProblem, simulate
-from edgewise.modelparallel.training import play_round, pretrain
-from edgewise.modelparallel.workloads import ModelRef
+from edgewise.modelparallel import (
+    KAPPA,
+    METHOD_NAMES,
+    ModelRef,
+    QAgent,
+    RoundResult,
+    SimOutcome,
+    SroleProblem,
+    check_model,
+    get_method,
+    load_agents,
+    play_round,
+    pretrain,
+    random_network,
+    random_round,
+    save_agents,
+    simulate,
+    spread_training,
+    srole_models,
+)
 
 __all__ = ["app", "demo_part", "method_means", "placement_table", "results_table"]
 
@@ -279,7 +288,7 @@ def run_command(
         raise ConfigError(f"the cluster has no device {origin!r}", field="--origin")
     runtime = connect(spec, address or None)
     try:
-        run = _train_spread(runtime, origin, iterations, seed)
+        run = spread_training(runtime, origin, iterations, seed)
     finally:
         runtime.shutdown()
     dilation = runtime.time_dilation
@@ -293,36 +302,3 @@ def run_command(
     out.print(f"{len(run.losses)} iterations on {' -> '.join(run.devices)}: loss "
               f"{figures['loss_first']} -> {figures['loss_last']}; {figures['iteration_s']} s "
               f"per iteration ({figures['iteration_device_s']} s of device time)")
-
-
-def _train_spread(runtime: Any, origin: str, iterations: int, seed: int) -> Any:
-    """The bench CNN's levels spread from ``origin`` (default: the head device) over the
-    runtime's devices (its network: ``cluster_network``), trained for real; the MPRun."""
-    import torch
-
-    from edgewise.modelparallel.emulated import cluster_network
-    from edgewise.modelparallel.realbench import (
-        BENCH_BATCH,
-        BENCH_WIDTH,
-        LR,
-        OPTIMIZER,
-        bench_model,
-        digits_batches,
-        sequential_job,
-        sequential_levels,
-        spread_placement,
-    )
-    from edgewise.modelparallel.run import execute
-    from edgewise.modelparallel.schedule import Round
-    from edgewise.runtime.ray_cluster import head_device
-
-    spec = runtime.cluster
-    start = origin or head_device(spec).name
-    network = cluster_network(spec)
-    model = bench_model(seed, BENCH_WIDTH)
-    cuts = sequential_levels(model)
-    job = sequential_job(model, cuts, torch.zeros(1, 1, 8, 8), BENCH_BATCH,
-                         spec.device_names.index(start))
-    return execute(runtime, Round(network, (job,)), (spread_placement(network, job),),
-                   model=model, cuts=cuts, optimizer=OPTIMIZER, lr=LR,
-                   batches=list(digits_batches(BENCH_BATCH, iterations, seed)))[0]

@@ -32,7 +32,7 @@ from edgewise.nn.graph import (
     to_chain,
     topological_depth,
 )
-from edgewise.pipeline.workload import model_and_example
+from edgewise.pipeline import model_and_example
 
 __all__ = ["app"]
 

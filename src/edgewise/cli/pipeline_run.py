@@ -32,19 +32,25 @@ from edgewise.nn.chain_cache import cached_chain as zoo_chain
 from edgewise.nn.split import split_sequential
 from edgewise.nn.workload import Workload
 from edgewise.nn.zoo import zoo_names
-from edgewise.pipeline.dispatcher import Splitter
-from edgewise.pipeline.generate import random_instance
-from edgewise.pipeline.problem import PipelineProblem
-from edgewise.pipeline.realrun import BENCH_CLUSTER, bench_model, bench_problem
-from edgewise.pipeline.run import Dispatcher, PipelineRun, Result, execute
-from edgewise.pipeline.sim import PipelineOutcome, simulate
-from edgewise.pipeline.workload import (
+from edgewise.pipeline import (
+    BENCH_CLUSTER,
+    Dispatcher,
     OutputCheck,
+    PipelineOutcome,
+    PipelineProblem,
+    PipelineRun,
+    Result,
+    Splitter,
+    bench_model,
+    bench_problem,
     compare_outputs,
+    execute,
     folder_inputs,
     partitioned,
     random_inputs,
+    random_instance,
     reference_outputs,
+    simulate,
     workload_problem,
 )
 from edgewise.runtime.faults import FaultInjector

@@ -13,9 +13,15 @@ from edgewise.cli.common import Address, out, user_errors
 from edgewise.cli.pipeline_run import AsJson
 from edgewise.cluster.schema import load_cluster
 from edgewise.nn.large import LARGE
-from edgewise.pipeline.scale import serve, whole_model_outputs
-from edgewise.pipeline.scale_run import load_model, plan_on, run_json, setup
-from edgewise.pipeline.workload import random_inputs
+from edgewise.pipeline import (
+    load_model,
+    plan_on,
+    random_inputs,
+    run_json,
+    serve,
+    setup,
+    whole_model_outputs,
+)
 from edgewise.runtime.ray_cluster import connect
 
 __all__ = ["scale"]

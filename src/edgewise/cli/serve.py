@@ -9,7 +9,7 @@ import typer
 
 from edgewise.cli.common import err, state_dir, user_errors
 from edgewise.cluster.examples import example_path
-from edgewise.nn.workload.http import DATA_DIR_ENV
+from edgewise.jobs.workload import DATA_DIR_ENV
 
 __all__ = ["serve"]
 

@@ -18,11 +18,22 @@ from edgewise.cluster.model import Cluster
 from edgewise.cluster.schema import load_cluster
 from edgewise.errors import ConfigError
 from edgewise.runtime.ray_cluster import connect
-from edgewise.sites.problem import Plan, SitesProblem
-from edgewise.sites.realbench import demo_problem, real_problem
-from edgewise.sites.run import SiteRunConfig, SitesRun, emulated_cluster, execute, execute_emulated
-from edgewise.sites.scenario import default_scenario, load_scenario
-from edgewise.sites.sim import SimResult, plan_schedule, simulate
+from edgewise.sites import (
+    Plan,
+    SimResult,
+    SiteRunConfig,
+    SitesProblem,
+    SitesRun,
+    default_scenario,
+    demo_problem,
+    emulated_cluster,
+    execute,
+    execute_emulated,
+    load_scenario,
+    plan_schedule,
+    real_problem,
+    simulate,
+)
 
 __all__ = ["app", "demo_part", "plan_json", "plan_table", "run_json", "run_table", "sim_json",
            "sim_table"]

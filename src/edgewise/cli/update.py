@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -26,11 +27,19 @@ from edgewise.perf.schema import PerfModel
 from edgewise.runtime.health import StrikeLedger
 from edgewise.runtime.plan import Mode, TrainConfig
 from edgewise.runtime.ray_cluster import connect
-from edgewise.update.api_schemas import CALIBRATED, NAME_PATTERN
-from edgewise.update.policies import REGISTRY
-from edgewise.update.problem import UpdatePlan, UpdateProblem
-from edgewise.update.run import UpdateRun, cluster_problem, execute
-from edgewise.update.sim import score
+from edgewise.update import (
+    APP_COLUMNS,
+    CALIBRATED,
+    NAME_PATTERN,
+    REGISTRY,
+    UpdatePlan,
+    UpdateProblem,
+    UpdateRun,
+    app_row,
+    cluster_problem,
+    execute,
+    score,
+)
 
 __all__ = ["DEMO_STATE", "app", "apps_table", "parse_states", "plan_json", "plan_table",
            "run_plan"]
@@ -98,13 +107,13 @@ def plan_json(problem: UpdateProblem, plan: UpdatePlan) -> dict[str, Any]:
     }
 
 
-def apps_table(run: UpdateRun) -> Table:
+def apps_table(apps: Sequence[Mapping[str, Any]]) -> Table:
+    """The background apps' statistics (a manager's update job shows the same table)."""
     table = Table(title="background apps, measured while the update ran")
-    for col in ("app", "periods", "misses", "exec ms p50", "exec ms p95", "frames received"):
+    for col in APP_COLUMNS:
         table.add_column(col, justify="left" if col == "app" else "right")
-    for a in run.apps:
-        table.add_row(a["app"], str(a["periods"]), str(a["misses"]), f"{a['exec_ms_p50']:.1f}",
-                      f"{a['exec_ms_p95']:.1f}", str(a["frames_received"]))
+    for a in apps:
+        table.add_row(*(str(v) for v in app_row(a)))
     return table
 
 
@@ -113,7 +122,7 @@ def _models(name: str, cluster: Cluster) -> dict[str, PerfModel]:
     types; empty for ``calibrated``. ConfigError (``--models``) if any type has none."""
     if name == CALIBRATED:
         return {}
-    from edgewise.update.api import load_models
+    from edgewise.update import load_models
 
     types = [d.type for d in cluster.with_role(Role.WORKER)]
     try:
@@ -123,10 +132,9 @@ def _models(name: str, cluster: Cluster) -> dict[str, PerfModel]:
                           f"--device-type TYPE --models {name}`)", field="--models") from None
 
 
-def _plan(file: Path, policy: str, states: list[str], samples: int,
+def _plan(cluster: Cluster, policy: str, states: list[str], samples: int,
           models: str = CALIBRATED) -> tuple[UpdateProblem, UpdatePlan]:
     given = parse_states(states)
-    cluster = load_cluster(file)
     problem = cluster_problem(cluster, given, samples, models=_models(models, cluster))
     unknown = sorted(set(given) - {w.device for w in problem.workers})
     if unknown:
@@ -168,12 +176,13 @@ def plan(file: ClusterFile, policy: str = PolicyName, state: list[str] = States,
          as_json: bool = typer.Option(False, "--json", help="print one JSON object")) -> None:
     """Plan the model update of a cluster: workers, shards, batch sizes, predicted epoch time
     and predicted pressure on each background app."""
+    cluster = load_cluster(file)
     spec, found = _workload(workload)
-    models, note = planning_models(spec, workload, _name(models), load_cluster(file),
+    models, note = planning_models(spec, workload, _name(models), cluster,
                                    state_dir() / "models")
     if note:
         err.print(note, highlight=False)
-    problem, result = _plan(file, policy, state, found or samples, models)
+    problem, result = _plan(cluster, policy, state, found or samples, models)
     if as_json:
         print(json.dumps({**plan_json(problem, result), "models": models}))
     else:
@@ -206,16 +215,17 @@ def run_plan(file: Path, policy: str, state: list[str], epochs: int,
     """Plan (with the performance models ``models``), show the plan, run it with the
     background apps (on the emulated cluster, or the one at ``address``), show the
     measurements."""
+    cluster = load_cluster(file)  # parsed once for the plan and the run
     workload, found = _workload(workload_file)
     samples = found or N_DIGITS
-    models, note = planning_models(workload, workload_file, models, load_cluster(file),
+    models, note = planning_models(workload, workload_file, models, cluster,
                                    state_dir() / "models")
     if note:
         err.print(note, highlight=False)
-    problem, result = _plan(file, policy, state, samples, models)
+    problem, result = _plan(cluster, policy, state, samples, models)
     print_fitted(plan_table(problem, result, models), out)
     with stage("starting the cluster"):
-        runtime = connect(load_cluster(file), address or None)
+        runtime = connect(cluster, address or None)
     emulated = runtime.emulated
     config = TrainConfig(epochs=epochs, target_accuracy=target_accuracy or None,
                          workload=workload, mode=mode)
@@ -228,7 +238,7 @@ def run_plan(file: Path, policy: str, state: list[str], epochs: int,
     print_fitted(result_table(done.result), out)
     if target_accuracy:
         err.print(reached_line(done.result, target_accuracy))
-    print_fitted(apps_table(done), out)
+    print_fitted(apps_table(done.apps), out)
     if runtime.time_dilation != 1.0:
         err.print(f"This cluster runs {runtime.time_dilation:.2f}x slower than its devices "
                   "(a testbed's time dilation): epoch seconds above are measured here, the "

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from edgewise.cluster.model import Cluster, Role
 from edgewise.nn.workload import Workload
-from edgewise.update.api_schemas import CALIBRATED
+from edgewise.update import CALIBRATED
 
 __all__ = ["models_name", "planning_models"]
 

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+from edgewise.anatomy import Problem, lazy_facade
 from edgewise.continual.estimate import estimate_accuracy, pick_inference
 from edgewise.continual.problem import (
     ContinualPlan,
@@ -16,17 +19,92 @@ from edgewise.continual.problem import (
     default_retrain_configs,
 )
 
+if TYPE_CHECKING:
+    from edgewise.anatomy import Executor, Simulate
+    from edgewise.continual.microprofiler import MicroProfile, microprofile, prepare_window
+    from edgewise.continual.policies import get_policy
+    from edgewise.continual.run import (
+        DEVICE,
+        LiveProblem,
+        RunSettings,
+        WindowResult,
+        edge_cluster,
+        execute,
+        offline_inference_options,
+        plan_window,
+    )
+    from edgewise.continual.sim import SimOutcome, TraceProblem, simulate
+    from edgewise.continual.workload import EdgeModels, edge_models, frame_streams
+
+    # mypy checks that the package's parts fit the anatomy's contracts
+    _SIMULATE: Simulate[TraceProblem] = simulate
+    _EXECUTE: Executor[LiveProblem, str] = execute  # a policy by name (or a callable)
+
+PROBLEM = Problem(
+    name="continual", paper="ekya.md",
+    title="Ekya: continuous learning on shared edge accelerators",
+    problem_type="ContinualProblem", plan_type="ContinualPlan", outcome_type="SimOutcome",
+    bench="ekya",
+    bench_line="Ekya §6: thief vs uniform over streams and accelerators, and real windows.",
+    job_kinds=("continual",), order=3, executor_takes="policy",
+    policy_kind=("a pure function plan = policy(problem, rng), called by the executor at each "
+                   "window"))
+"""This problem's card (entry point ``edgewise.problems``): the one place it is named."""
+
+_EXPORTS = {
+    "MicroProfile": "microprofiler",
+    "microprofile": "microprofiler",
+    "prepare_window": "microprofiler",
+    "get_policy": "policies",
+    "DEVICE": "run",
+    "LiveProblem": "run",
+    "RunSettings": "run",
+    "WindowResult": "run",
+    "edge_cluster": "run",
+    "execute": "run",
+    "offline_inference_options": "run",
+    "plan_window": "run",
+    "SimOutcome": "sim",
+    "TraceProblem": "sim",
+    "simulate": "sim",
+    "EdgeModels": "workload",
+    "edge_models": "workload",
+    "frame_streams": "workload",
+}
+"""The package's public names → the module that defines each (loaded on first use)."""
+
+__getattr__ = lazy_facade(__name__, _EXPORTS)
+
 __all__ = [
+    "DEVICE",
+    "PROBLEM",
     "ContinualPlan",
     "ContinualProblem",
+    "EdgeModels",
     "InferenceConfig",
     "InferenceOption",
+    "LiveProblem",
+    "MicroProfile",
     "RetrainConfig",
     "RetrainOption",
+    "RunSettings",
+    "SimOutcome",
     "StreamDecision",
     "StreamState",
+    "TraceProblem",
+    "WindowResult",
     "default_inference_configs",
     "default_retrain_configs",
+    "edge_cluster",
+    "edge_models",
     "estimate_accuracy",
+    "execute",
+    "frame_streams",
+    "get_policy",
+    "microprofile",
+    "offline_inference_options",
     "pick_inference",
-]
+    "plan_window",
+    "prepare_window",
+    "simulate",
+]  # fmt: skip

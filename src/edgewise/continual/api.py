@@ -29,9 +29,9 @@ from edgewise.continual.problem import (
     StreamState,
 )
 from edgewise.continual.run import LiveProblem, RunSettings, WindowResult, execute
+from edgewise.continual.workload import edge_models
 from edgewise.errors import ConfigError
-from edgewise.nn.streams import digits_streams
-from edgewise.runtime.jobs import (
+from edgewise.jobs import (
     ApiContext,
     JobContext,
     JobKind,
@@ -39,8 +39,12 @@ from edgewise.runtime.jobs import (
     ProblemApi,
     run_inline,
 )
+from edgewise.jobs.workload import HttpWorkload
+from edgewise.nn.streams import digits_streams
+from edgewise.nn.workload import Workload, resolved, validate
 
-__all__ = ["API", "CONTINUAL_KIND", "MAX_KEPT_PLANS", "continual_router", "plan_request"]
+__all__ = ["API", "CONTINUAL_KIND", "MAX_KEPT_PLANS", "continual_router", "job_models",
+           "plan_request"]
 
 MAX_KEPT_PLANS = 64
 PLAN_ID = r"^[0-9a-f]{32}$"
@@ -119,15 +123,79 @@ def _device(spec: ContinualJobSpec, cluster: Cluster) -> str:
     return chosen[0].name
 
 
+def _under(prefix: str, field: str | None) -> str:
+    """``field`` of a workload (``model``, or ``workload.model`` as the HTTP body names it)
+    under the spec's field ``prefix``."""
+    rest = (field or "model").removeprefix("workload.")
+    return f"{prefix}.{rest}"
+
+
+def _dry_run(http: HttpWorkload | None, seed: int, prefix: str,
+             training: bool) -> Workload | None:
+    """The workload checked by the workloads' dry run on the digits (the streams' frames)
+    and resolved (input shape, classes); None for None."""
+    if http is None:
+        return None
+    try:
+        if http.data != "digits":
+            raise ConfigError("the job's frames are its drifting digits streams: give data: "
+                              "digits (the command line takes frame folders)", field="data")
+        workload = http.to_workload()
+        dry = validate(workload, seed=seed, training=training)
+    except ConfigError as exc:
+        raise ConfigError(exc.problem, field=_under(prefix, exc.field)) from None
+    return resolved(workload, dry)
+
+
+def _pair_field(field: str | None, golden_given: bool) -> str:
+    """:func:`edge_models`'s field (``student.x``, ``golden.x``, ``golden``) as the spec's."""
+    head, _, rest = (field or "").partition(".")
+    if head == "golden" and golden_given:
+        return "golden_workload" + (f".{rest}" if rest else "")
+    if head == "golden":  # the built-in teacher outputs the digits' classes
+        return "workload.classes"
+    return _under("workload", rest or None)
+
+
+def job_models(spec: ContinualJobSpec) -> tuple[Workload | None, Workload | None]:
+    """The student's and the golden model's workloads (None: the built-in ones), each
+    checked by the workloads' dry run, then the pair checked as ``edgewise continual run``
+    checks it before Ray starts (:func:`edge_models`).
+
+    Raises
+    ------
+    ConfigError
+        Naming the ``workload.`` or ``golden_workload.`` field at fault.
+    """
+    student = _dry_run(spec.workload, spec.seed, "workload", training=True)
+    golden = _dry_run(spec.golden_workload, spec.seed, "golden_workload", training=False)
+    if student is not None or golden is not None:
+        try:
+            edge_models(student, golden, spec.seed)
+        except ConfigError as exc:
+            field = _pair_field(exc.field, golden is not None)
+            raise ConfigError(exc.problem, field=field) from None
+    return student, golden
+
+
 def _check(spec: ContinualJobSpec, cluster: Cluster) -> None:
     _device(spec, cluster)
+    job_models(spec)
+
+
+def _workload_view(spec: ContinualJobSpec) -> dict[str, Any]:
+    return {name: {"model": http.model, "data": http.data}
+            for name, http in (("workload", spec.workload),
+                               ("golden_workload", spec.golden_workload)) if http is not None}
 
 
 def _plan(spec: ContinualJobSpec, ctx: JobContext) -> Planned:
     device = _device(spec, ctx.cluster)
+    student, golden = ctx.limited(job_models, spec)  # builds the networks: not here
     view = {"device": device, "policy": spec.policy, "streams": spec.streams,
-            "windows": spec.windows, "window_s": spec.window_s, "tables": []}
-    return Planned(view, device)
+            "windows": spec.windows, "window_s": spec.window_s, **_workload_view(spec),
+            "tables": []}
+    return Planned(view, (device, student, golden))
 
 
 def _window_table(result: WindowResult) -> dict[str, Any]:
@@ -159,7 +227,9 @@ def _execute(spec: ContinualJobSpec, planned: Planned, ctx: JobContext) -> dict[
                      window_accuracy=result.mean_accuracy)
         ctx.check_stop()
 
-    problem = LiveProblem(tuple(streams), spec.windows, settings, device=planned.payload)
+    device, student, golden = planned.payload
+    problem = LiveProblem(tuple(streams), spec.windows, settings, device=device,
+                          student=student, golden=golden)
     execute(ctx.runtime, problem, spec.policy, progress=progress)
     return {"window": len(accuracies), "mean_accuracy": float(np.mean(accuracies))}
 

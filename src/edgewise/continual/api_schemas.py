@@ -8,6 +8,8 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
+from edgewise.jobs.workload import HttpWorkload
+
 __all__ = ["MAX_EXACT_STEPS", "MAX_STEPS", "ContinualJobSpec", "ContinualPlanRequest",
            "ContinualPlanResponse", "DecisionView", "InferenceOptionSpec", "RetrainOptionSpec",
            "StreamSpec"]
@@ -102,7 +104,9 @@ class ContinualPlanResponse(BaseModel):
 class ContinualJobSpec(BaseModel):
     """Continuous learning (Ekya) for real: ``streams`` drifting digits cameras on one
     device of the cluster, each window micro-profiled and planned by ``policy``, then
-    inference and retraining run at the planned shares; accuracy measured per window."""
+    inference and retraining run at the planned shares; accuracy measured per window.
+    ``workload`` and ``golden_workload`` are the student and the golden model of
+    ``edgewise continual run --student/--golden`` (default: the built-in digits CNNs)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
     streams: int = Field(default=2, ge=1, le=8)
@@ -114,6 +118,14 @@ class ContinualJobSpec(BaseModel):
     device: DeviceName | None = Field(
         default=None, description="the shared device; default: the first with an accelerator")
     seed: int = Field(default=0, ge=0, le=2**31 - 1)
+    workload: HttpWorkload | None = Field(
+        default=None, description="the student, the deployed model each stream retrains: a "
+        "built-in or hf:<ConfigClass> model, its weights in the manager's data folder (else a "
+        "seeded random initialisation); data: digits, the frames of the drifting streams. "
+        "Default: the built-in digits CNN, pre-trained on clean digits")
+    golden_workload: HttpWorkload | None = Field(
+        default=None, description="the golden model that labels the retraining frames, given "
+        "as workload; it must output the student's classes. Default: the built-in teacher")
 
     @model_validator(mode="after")
     def _bounded(self) -> ContinualJobSpec:

@@ -8,12 +8,10 @@ from dataclasses import replace
 from edgewise.bench import BenchContext, BenchOption, BenchSpec, Figures, Ticker
 from edgewise.continual.defaults import DEFAULTS, BenchDefaults
 from edgewise.continual.headline import LABELS, gain_figures, saving_and_capacity
-from edgewise.continual.policies import Policy, get_policy
-from edgewise.continual.policies.uniform import pareto_configs, uniform_policy
+from edgewise.continual.policies import get_policy
 from edgewise.continual.policies.variants import fixed_config_policy, fixed_res_policy
-from edgewise.continual.problem import RetrainOption
-from edgewise.continual.profiles import Trace
-from edgewise.continual.sim import TraceProblem, simulate
+from edgewise.continual.setting import Setting, baselines, holdout_configs, tested_trace
+from edgewise.continual.sim import simulate
 from edgewise.continual.traces import default_trace, default_trace_source
 
 __all__ = ["QUICK", "SPEC", "Setting", "baselines", "holdout_configs", "simulated",
@@ -22,52 +20,6 @@ __all__ = ["QUICK", "SPEC", "Setting", "baselines", "holdout_configs", "simulate
 QUICK = replace(DEFAULTS, stream_counts=(2, 6, 10), accelerator_grid=(1.0, 2.0, 4.0, 8.0, 16.0),
                 delta_grid=(1.0, 0.5, 0.25, 0.1), profile_errors=(0.0, 0.1))
 """``--quick``: fewer points per sweep (and 2 windows of the trace)."""
-
-
-def holdout_configs(holdout: Trace) -> tuple[str, str]:
-    """Config 1 and Config 2 (§6.1) from the hold-out streams' profiles in every window."""
-    return pareto_configs([[RetrainOption(c, holdout.curves[(w, s, c)].final,
-                                          holdout.curves[(w, s, c)].cost_s)
-                            for c in holdout.configs]
-                           for w in range(holdout.windows) for s in holdout.streams])
-
-
-def baselines(high: str, low: str, d: BenchDefaults = DEFAULTS) -> dict[str, Policy]:
-    """The uniform baselines of Figure 6: Config 1 (``high``) or Config 2 (``low``), each
-    with a static share of the stream's accelerators for inference."""
-    chosen = {"C1": high, "C2": low}
-    return {f"uniform-{k}-{round(f * 100)}": uniform_policy(chosen[k], f)
-            for k, f in d.uniform_splits}
-
-
-def tested_trace(d: BenchDefaults = DEFAULTS) -> tuple[Trace, tuple[str, str]]:
-    """The shipped trace's tested streams (at ``d``'s cost scale) and Config 1/2 from its
-    hold-out streams (picked on the same scale)."""
-    trace = default_trace()
-    if d.trace_cost_scale != 1.0:
-        trace = trace.with_cost_scale(d.trace_cost_scale)
-    split = len(trace.streams) - d.holdout_streams
-    return (trace.subset(trace.streams[:split]),
-            holdout_configs(trace.subset(trace.streams[split:])))
-
-
-class Setting:
-    """One bench configuration: the tested trace, windows, Δ, a_MIN and the policies."""
-
-    def __init__(self, d: BenchDefaults, windows: int) -> None:
-        self.d, self.windows = d, windows
-        self.trace, (self.high, self.low) = tested_trace(d)
-        self.uniform = baselines(self.high, self.low, d)
-        self.policies: dict[str, Policy] = {"thief": get_policy("thief"), **self.uniform}
-
-    def problem(self, streams: int, accelerators: float, **kw: object) -> TraceProblem:
-        base = TraceProblem(self.trace, accelerators, self.d.window_s, self.d.delta,
-                            self.d.a_min, self.windows)
-        return replace(base, **kw).first_streams(streams)  # type: ignore[arg-type]
-
-    def accuracy(self, policy: Policy | str, streams: int, accelerators: float,
-                 **kw: object) -> float:
-        return simulate(self.problem(streams, accelerators, **kw), policy).mean_accuracy
 
 
 def _streams_sweep(s: Setting, tick: Ticker) -> dict[str, dict[str, list[float]]]:

@@ -6,6 +6,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from edgewise.continual.figfile import save_figure
+
 __all__ = ["plots", "save_figure", "save_plots"]
 
 
@@ -80,9 +82,3 @@ def _delta(result: Mapping[str, Any], plt: Any) -> Any:
     return fig
 
 
-def save_figure(fig: Any, path: Path, plt: Any) -> Path:
-    """Lay out, write as PNG and close ``fig``."""
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path

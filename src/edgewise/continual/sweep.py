@@ -14,8 +14,8 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from edgewise.bench import BenchContext, Figures, Ticker
-from edgewise.continual.bench import Setting
 from edgewise.continual.defaults import DEFAULTS, BenchDefaults
+from edgewise.continual.setting import Setting
 from edgewise.continual.sim import simulate
 from edgewise.continual.traces import default_trace, default_trace_source
 

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from edgewise.continual.plots import save_figure
+from edgewise.continual.figfile import save_figure
 
 __all__ = ["save_sweep"]
 

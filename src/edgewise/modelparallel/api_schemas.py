@@ -7,6 +7,8 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
+from edgewise.jobs.workload import HttpWorkload
+
 __all__ = ["JobPlacement", "Method", "ModelParallelJobSpec", "PlaceRequest", "PlaceResponse"]
 
 Method = Literal["rl", "marl", "srole-c", "srole-d"]
@@ -57,9 +59,10 @@ class PlaceResponse(BaseModel):
 
 
 class ModelParallelJobSpec(BaseModel):
-    """Model-parallel training (SROLE) for real: the digits CNN's levels placed on the
-    cluster's devices by ``method``'s agents (pre-trained ``rounds`` rounds), then trained
-    stage to stage for ``iterations`` batches; devices offer at most ``memory_cap_mb``."""
+    """Model-parallel training (SROLE) for real: the digits CNN's levels (or those of the
+    ``workload``'s model) placed on the cluster's devices by ``method``'s agents (pre-trained
+    ``rounds`` rounds), then trained stage to stage for ``iterations`` batches; devices
+    offer at most ``memory_cap_mb``."""
 
     model_config = _STRICT
     method: Method = "srole-c"
@@ -71,3 +74,9 @@ class ModelParallelJobSpec(BaseModel):
     rounds: int = Field(default=100, ge=1, le=1000)
     learning_rate: float = Field(default=0.005, gt=0, le=1.0)
     seed: int = Field(default=0, ge=0, le=2**31 - 1)
+    workload: HttpWorkload | None = Field(
+        default=None,
+        description="the user's model and data, checked by a dry run at submission: the "
+                    "model is split into its levels by graph analysis (as `edgewise "
+                    "modelparallel place --workload-file`), placed and trained on the data; "
+                    "default: the digits CNN on the digits")

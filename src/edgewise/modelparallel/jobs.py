@@ -32,11 +32,11 @@ from bisect import bisect_left
 from collections.abc import Hashable
 from dataclasses import dataclass, replace
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from edgewise.errors import ConfigError
-from edgewise.modelparallel.models import srole_models
 from edgewise.modelparallel.problem import (
     HOST_GFLOPS,
     BackgroundTask,
@@ -44,9 +44,13 @@ from edgewise.modelparallel.problem import (
     Job,
     Partition,
 )
-from edgewise.modelparallel.workloads import ModelRef, build_keyed, known, model_key, model_label
 from edgewise.nn.cuts import candidate_points, dag_ends, topological_depth
-from edgewise.nn.graph import layer_dag
+
+# Models are built and traced (torch) by the functions that profile them, which import
+# ``workloads``, ``models`` and ``nn.graph`` themselves: the policies import ``rounds``,
+# and through it this module, without torch.
+if TYPE_CHECKING:
+    from edgewise.modelparallel.workloads import ModelRef
 
 __all__ = [
     "DEMAND_DRIFT",
@@ -115,6 +119,8 @@ def model_profile(model: ModelRef, n_partitions: int | None = None) -> ModelProf
     ConfigError
         If the model is unknown or cannot be built, or ``n_partitions`` < 1.
     """
+    from edgewise.modelparallel.workloads import known, model_key
+
     if n_partitions is not None and n_partitions < 1:
         raise ConfigError(f"must be at least 1, got {n_partitions}", field="n_partitions")
     known(model)
@@ -123,6 +129,9 @@ def model_profile(model: ModelRef, n_partitions: int | None = None) -> ModelProf
 
 @lru_cache(maxsize=16)
 def _profile(key: str, n_partitions: int | None) -> ModelProfile:
+    from edgewise.modelparallel.workloads import build_keyed
+    from edgewise.nn.graph import layer_dag
+
     name, net, example = build_keyed(key)
     dag = layer_dag(net, example)
     points: list[Hashable] = candidate_points(dag)
@@ -156,6 +165,8 @@ def make_job(name: str, model: ModelRef, origin: int, batch: int = 32, n_iterati
     """A training job of ``model`` (a SROLE model or a workload) initiated at node
     ``origin`` (see the module docstring): one partition per model level unless
     ``n_partitions`` groups them."""
+    from edgewise.modelparallel.workloads import model_label
+
     if batch < 1:
         raise ConfigError(f"must be at least 1, got {batch}", field="batch")
     prof = model_profile(model, n_partitions)
@@ -178,12 +189,16 @@ def period_s(gflop_per_iteration: float, job_cpu: float = JOB_CPU) -> float:
 
 def max_levels(n_partitions: int | None = None) -> int:
     """The most partitions a job of any of `srole_models` has (the largest level count)."""
+    from edgewise.modelparallel.models import srole_models
+
     return max(len(model_profile(m, n_partitions).gflop) for m in srole_models())
 
 
 def check_model(model: ModelRef) -> None:
     """ConfigError naming the known models unless ``model`` is one of SROLE's (§V-A) or a
     workload whose model builds and traces (its profile is computed, and kept)."""
+    from edgewise.modelparallel.workloads import known
+
     known(model)
     if not isinstance(model, str):
         model_profile(model)
@@ -194,6 +209,8 @@ def cluster_jobs(network: EdgeNetwork, model: ModelRef, rng: np.random.Generator
                  **kwargs: int | float) -> tuple[Job, ...]:
     """§V-A: ``per_cluster`` jobs of ``model`` in every cluster, each initiated by a
     different randomly chosen node of the cluster."""
+    from edgewise.modelparallel.workloads import model_label
+
     check_model(model)
     jobs = []
     for c in range(network.n_clusters):

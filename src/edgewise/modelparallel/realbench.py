@@ -27,6 +27,7 @@ from edgewise.modelparallel.problem import EdgeNetwork, Job, Partition, TaskPlac
 from edgewise.modelparallel.run import MPRun, execute, network_cluster, network_emulation
 from edgewise.modelparallel.schedule import Round
 from edgewise.modelparallel.training import pretrain
+from edgewise.modelparallel.workloads import ModelRef
 from edgewise.nn.data import digits_split
 from edgewise.nn.graph import layer_dag
 from edgewise.nn.models import make_optimizer
@@ -150,12 +151,16 @@ OPTIMIZER, LR = "adam", 0.005
 
 
 def srole_placement(network: EdgeNetwork, job: Job, seed: int = 0, method: str = "srole-c",
-                    rounds: int = 300) -> TaskPlacement:
+                    rounds: int = 300, models: Sequence[ModelRef] | None = None
+                    ) -> TaskPlacement:
     """The placement ``method`` executes for ``job`` alone on ``network``: its agent
     pre-trained offline as the simulator does (``sim.pretrain``, ``rounds`` random rounds of
-    the SROLE models), then its trained policy (``policies.trained``: greedy, shielded)."""
+    jobs of ``models``, default the SROLE models; a workload's job: its own model, as
+    `modelparallel place` pre-trains), then its trained policy (``policies.trained``:
+    greedy, shielded)."""
     chosen = get_method(method)
-    agent = pretrain(chosen, srole_models(), np.random.default_rng([seed, 100]), rounds=rounds)
+    agent = pretrain(chosen, list(models or srole_models()), np.random.default_rng([seed, 100]),
+                     rounds=rounds)
     plan = trained(chosen, agent)(Round(network, (job,)), np.random.default_rng([seed, 101]))
     return plan[0]
 

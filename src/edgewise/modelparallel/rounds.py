@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 from numpy.typing import NDArray
@@ -36,7 +37,9 @@ from edgewise.modelparallel.problem import (
 )
 from edgewise.modelparallel.schedule import Decision, Round
 from edgewise.modelparallel.shields import Layer
-from edgewise.modelparallel.workloads import ModelRef
+
+if TYPE_CHECKING:  # a type only: a policy's import of rounds loads no torch
+    from edgewise.modelparallel.workloads import ModelRef
 
 __all__ = ["GAMMA", "KAPPA", "RHO", "Conditions", "RoundResult", "count_collisions", "outcome",
            "random_round", "rewards"]

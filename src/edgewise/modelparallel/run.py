@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 import time
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,6 +38,8 @@ __all__ = ["MPRun", "ModelParallelTrainer", "execute", "network_cluster", "netwo
            "run_placement", "shared_links", "stage_runs", "train_model_parallel"]
 
 Batch = tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]
+OnStep = Callable[[int, float, float], None]
+"""Called after every iteration with its number (from 1), its loss and its wall seconds."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,7 +47,7 @@ class MPRun:
     """What :func:`train_model_parallel` measured: the loss and the wall time of every
     iteration (forward through all stages, backward back to the first), and per stage its
     device, its emulated compute seconds and transfer seconds in every iteration, and the
-    bytes it sent."""
+    bytes it sent; the trained weights under the whole model's names when asked for."""
 
     losses: tuple[float, ...]
     iteration_s: tuple[float, ...]
@@ -53,6 +55,7 @@ class MPRun:
     compute_s: tuple[tuple[float, ...], ...]
     transfer_s: tuple[tuple[float, ...], ...]
     wire_bytes: tuple[int, ...]
+    weights: Mapping[str, torch.Tensor] | None = None
 
     @property
     def mean_iteration_s(self) -> float:
@@ -206,12 +209,16 @@ class ModelParallelTrainer:
 
 
 def train_model_parallel(runtime: RayRuntime, model: nn.Module, cuts: Sequence[int],
-                         devices: Sequence[str], batches: Iterable[Batch],
+                         devices: Sequence[str], batches: Iterable[Batch], *,
+                         on_step: OnStep | None = None, keep_weights: bool = False,
                          **options: Any) -> MPRun:
     """Deploy, train one iteration per batch, measure, tear down.
 
-    ``options`` are :class:`ModelParallelTrainer`'s keyword arguments. Returns the
-    per-iteration losses and wall times and the per-stage compute, transfer and bytes.
+    ``options`` are :class:`ModelParallelTrainer`'s keyword arguments. ``on_step`` is
+    called after each iteration (an exception it raises, e.g. a stop request, ends the
+    training and still tears the stages down); ``keep_weights`` fetches the trained
+    weights before the teardown. Returns the per-iteration losses and wall times, the
+    per-stage compute, transfer and bytes (and the weights).
     """
     trainer = ModelParallelTrainer(runtime, model, cuts, devices, **options)
     try:
@@ -220,13 +227,16 @@ def train_model_parallel(runtime: RayRuntime, model: nn.Module, cuts: Sequence[i
             loss, seconds = trainer.step(x, y)
             losses.append(loss)
             times.append(seconds)
+            if on_step is not None:
+                on_step(len(losses), loss, seconds)
         stats = trainer.stats()
+        weights = trainer.state_dict() if keep_weights else None
     finally:
         trainer.close()
     return MPRun(tuple(losses), tuple(times), tuple(devices),
                  tuple(tuple(s["compute_s"]) for s in stats),
                  tuple(tuple(s["transfer_s"]) for s in stats),
-                 tuple(int(s["wire_bytes"]) for s in stats))
+                 tuple(int(s["wire_bytes"]) for s in stats), weights)
 
 
 def run_placement(runtime: RayRuntime, network: EdgeNetwork, job: Job, placement: TaskPlacement,
@@ -268,7 +278,8 @@ def execute(runtime: RayRuntime, problem: Round, plan: Plan, /, *, model: nn.Mod
     """The executor of the anatomy: carry out ``plan`` (a policy's placement of every job of
     the round ``problem``) as real model-parallel training, one job after the other, each
     job ``model`` split at ``cuts`` (one part per job partition) and trained on ``batches``
-    (:func:`run_placement`; ``options`` are the trainer's). Its transfers run at the rates
+    (:func:`run_placement`; ``options`` are :func:`train_model_parallel`'s: the trainer's,
+    ``on_step``, ``keep_weights``). Its transfers run at the rates
     the environment computes for the whole round (:func:`shared_links`): the jobs run one
     at a time, and the background is not run, but each link carries what it would carry
     with everything running. ``runtime`` must hold ``network_cluster(problem.network)``.
@@ -281,7 +292,7 @@ def execute(runtime: RayRuntime, problem: Round, plan: Plan, /, *, model: nn.Mod
     if len(plan) != len(problem.jobs):
         raise ConfigError(f"{len(problem.jobs)} jobs need {len(problem.jobs)} placements, got "
                           f"{len(plan)}", field="plan")
-    kept = list(batches)
+    kept = list(batches) if len(problem.jobs) > 1 else batches  # one job: streamed
     return tuple(run_placement(runtime, problem.network, job, placement, model, cuts, kept,
                                links=shared_links(problem, plan, j), **options)
                  for j, (job, placement) in enumerate(zip(problem.jobs, plan, strict=True)))

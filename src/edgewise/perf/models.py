@@ -8,11 +8,13 @@ The public face of ``perf.learned`` (the model and its accuracy table), ``perf.f
 
 from __future__ import annotations
 
+import importlib
+from typing import TYPE_CHECKING, Any
+
 import numpy as np
 from numpy.typing import NDArray
 
 from edgewise.errors import ConfigError
-from edgewise.perf.fitting import ESTIMATORS, MIN_ROWS, fit_models
 from edgewise.perf.learned import (
     FUNCTIONS,
     FitMemo,
@@ -25,6 +27,20 @@ from edgewise.perf.learned import (
 )
 from edgewise.perf.model_io import load, save
 from edgewise.perf.schema import PerfModel
+
+if TYPE_CHECKING:
+    from edgewise.perf.fitting import ESTIMATORS, MIN_ROWS, fit_models
+
+_FITTING = ("ESTIMATORS", "MIN_ROWS", "fit_models")
+"""Names of ``perf.fitting``, imported on first use: fitting loads FLAML, which loads Ray,
+and planning with a model (a pure policy calling :func:`get_max_batch_size`) needs neither."""
+
+
+def __getattr__(name: str) -> Any:
+    if name in _FITTING:
+        return getattr(importlib.import_module("edgewise.perf.fitting"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "ESTIMATORS", "FUNCTIONS", "MIN_ROWS", "FitMemo", "LearnedDevice", "MapeRow", "exec_key",

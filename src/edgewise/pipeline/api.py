@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 import time
+from collections.abc import Callable
 from typing import Annotated, Any
 
 import numpy as np
@@ -16,6 +17,14 @@ from torch import nn
 
 from edgewise.cluster.model import Cluster, Role
 from edgewise.errors import ConfigError
+from edgewise.jobs import (
+    JOB_ID_PATTERN,
+    ApiContext,
+    JobContext,
+    JobKind,
+    Planned,
+    ProblemApi,
+)
 from edgewise.nn.chain import ModelChain
 from edgewise.nn.data import digits_split
 from edgewise.nn.graph import candidate_points, layer_dag, to_chain
@@ -29,19 +38,24 @@ from edgewise.pipeline.api_schemas import (
     StageView,
     SwitchRequest,
 )
-from edgewise.pipeline.api_serving import OwnStream, PipelineBusy, PipelineServer, serve
+from edgewise.pipeline.api_serving import (
+    NotServing,
+    OwnStream,
+    PipelineBusy,
+    PipelineServer,
+    serve,
+)
+from edgewise.pipeline.api_workload import (
+    JobWorkload,
+    check_serving,
+    execute_workload,
+    job_problem,
+    job_workload,
+)
 from edgewise.pipeline.dispatcher import Dispatcher
 from edgewise.pipeline.generate import random_instance
 from edgewise.pipeline.policies import get_policy
 from edgewise.pipeline.problem import PipelinePlan, PipelineProblem
-from edgewise.runtime.jobs import (
-    JOB_ID_PATTERN,
-    ApiContext,
-    JobContext,
-    JobKind,
-    Planned,
-    ProblemApi,
-)
 from edgewise.wire.activation import ActivationCodec
 
 __all__ = ["API", "PIPELINE_KIND", "cluster_problem", "plan_request", "router", "serving_model"]
@@ -139,31 +153,51 @@ def plan_request(request: PipelinePlanRequest, cluster: Cluster | None) -> Pipel
 
 # the pipeline job
 def _check(spec: PipelineJobSpec, cluster: Cluster) -> None:
-    """Plan now (it takes milliseconds), so that a spec no plan fits is refused at once."""
-    problem = cluster_problem(cluster, _chain(serving_model(spec.seed)), spec.devices,
-                              _dispatcher_device(cluster, spec.dispatcher), spec.memory_cap_mb)
-    get_policy(spec.policy)(problem, np.random.default_rng(spec.seed))
+    """Plan now, so that a spec no plan fits is refused at once (milliseconds; a workload's
+    dry run first, which builds its network: the manager runs this in its planning child)."""
+    check_serving(spec)
+    _planned(spec, cluster, job_workload)
+
+
+def _planned(spec: PipelineJobSpec, cluster: Cluster, load: Callable[[PipelineJobSpec],
+             JobWorkload]) -> tuple[PipelineProblem, PipelinePlan, JobWorkload | None]:
+    """The job's problem and the policy's plan; with a workload, ``load(spec)`` dry-runs and
+    traces it (the job's planning runs it under the manager's limits)."""
+    dispatcher = _dispatcher_device(cluster, spec.dispatcher)
+    if spec.workload is None:
+        served = None
+        problem = cluster_problem(cluster, _chain(serving_model(spec.seed)), spec.devices,
+                                  dispatcher, spec.memory_cap_mb)
+    else:
+        served = load(spec)
+        problem = job_problem(cluster, served.chain, spec, dispatcher)
+    return problem, get_policy(spec.policy)(problem, np.random.default_rng(spec.seed)), served
 
 
 def _plan(spec: PipelineJobSpec, ctx: JobContext) -> Planned:
-    dispatcher = _dispatcher_device(ctx.cluster, spec.dispatcher)
-    problem = cluster_problem(ctx.cluster, _chain(serving_model(spec.seed)), spec.devices,
-                              dispatcher, spec.memory_cap_mb)
-    plan = get_policy(spec.policy)(problem, np.random.default_rng(spec.seed))
+    problem, plan, served = _planned(spec, ctx.cluster,
+                                     lambda s: ctx.limited(job_workload, s))
     stages = _stages(problem, plan)
     bottleneck, bound = _bound(plan)
-    view = {"model": SERVED_MODEL, "policy": plan.policy, "dispatcher": dispatcher,
-            "cuts": list(plan.cuts), "bottleneck_s": bottleneck, "throughput_bound_rps": bound,
-            "tables": [{"title": "stages: which device runs which layers",
-                        "columns": ["stage", "device", "layers", "memory (bytes)",
-                                    "sends (bytes)"],
-                        "rows": [[s.stage, s.device, f"{s.first}..{s.end - 1}",
-                                  s.memory_bytes, s.output_bytes] for s in stages]}]}
-    return Planned(view, (problem, plan))
+    view: dict[str, Any] = {
+        "model": SERVED_MODEL if served is None else served.workload.label,
+        "policy": plan.policy, "dispatcher": problem.dispatcher, "cuts": list(plan.cuts),
+        "bottleneck_s": bottleneck, "throughput_bound_rps": bound,
+        "tables": [{"title": "stages: which device runs which layers",
+                    "columns": ["stage", "device", "layers", "memory (bytes)",
+                                "sends (bytes)"],
+                    "rows": [[s.stage, s.device, f"{s.first}..{s.end - 1}",
+                              s.memory_bytes, s.output_bytes] for s in stages]}]}
+    if spec.workload is not None and served is not None:
+        view["workload"] = {"model": spec.workload.model, "data": spec.workload.data,
+                            "segments": served.chain.n_segments}
+    return Planned(view, (problem, plan, served))
 
 
 def _execute(spec: PipelineJobSpec, planned: Planned, ctx: JobContext) -> dict[str, Any]:
-    problem, plan = planned.payload
+    problem, plan, served = planned.payload
+    if served is not None:
+        return execute_workload(spec, problem, plan, served, ctx)
     devices = [problem.nodes[i] for i in plan.nodes]
     images = digits_split(seed=spec.seed)[1].x
     own = OwnStream(itertools.cycle(images[i:i + 1] for i in range(len(images))),
@@ -192,12 +226,15 @@ def _example(cluster: Cluster) -> dict[str, Any]:
 PIPELINE_KIND = JobKind(
     name="pipeline", spec=PipelineJobSpec, example=_example, plan=_plan, execute=_execute,
     check=_check,
-    description="SEIFER pipelined inference: cut the digits CNN, place its stages on "
-                "devices, stream requests in order, switch models without dropping any")
+    description="SEIFER pipelined inference: cut the digits CNN (or the workload's model), "
+                "place its stages on devices, stream requests in order, switch models "
+                "without dropping any")
 
 
 def _server(context: ApiContext, job_id: str) -> PipelineServer:
     found = context.live.get(job_id)
+    if isinstance(found, NotServing):
+        raise HTTPException(status.HTTP_409_CONFLICT, detail=f"job {job_id!r}: {found.reason}")
     if not isinstance(found, PipelineServer):
         raise HTTPException(status.HTTP_409_CONFLICT,
                             detail=f"job {job_id!r} is not a pipeline that is serving now")

@@ -7,6 +7,8 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
+from edgewise.jobs.workload import HttpWorkload
+
 __all__ = ["EXACT_MAX_NODES", "INPUT_VALUES", "MAX_INFER_INPUTS", "InferRequest",
            "InferResponse", "PipelineJobSpec", "PipelinePlanRequest", "PipelinePlanResponse",
            "PolicyName", "StageView", "SwitchRequest"]
@@ -28,7 +30,14 @@ class PipelineJobSpec(BaseModel):
     """A pipelined inference job (SEIFER): the digits CNN cut and placed on the cluster by
     ``policy``, a dispatcher streaming ``requests`` digits images through it (and serving
     ``POST /pipelines/{id}/infer`` meanwhile, then for ``serve_seconds`` more), optionally
-    switching to a new model version after ``switch_after`` requests (nothing dropped)."""
+    switching to a new model version after ``switch_after`` requests (nothing dropped).
+
+    With ``workload``, the user's model instead, as `edgewise pipeline run --workload` runs
+    it: cut at its traced points, placed over at least three devices where the cluster has
+    them (or within ``memory_cap_mb``), ``requests`` samples of its data's validation split
+    streamed through it and its outputs checked against the whole model's. Such a job
+    takes no HTTP requests (``serve_seconds`` must be 0); its switch rebuilds the workload
+    from ``seed + 1``: its weights file again when it names one, else new random weights."""
 
     model_config = _STRICT
     policy: PolicyName = "bottleneck-search"
@@ -48,6 +57,10 @@ class PipelineJobSpec(BaseModel):
                                                  "many requests (no request dropped)")
     window: int = Field(default=8, ge=1, le=64, description="requests in flight")
     seed: int = Field(default=0, ge=0, le=2**31 - 1)
+    workload: HttpWorkload | None = Field(
+        default=None, description="the user's model and data instead of the digits CNN: a "
+        "built-in or hf:<ConfigClass> model, data in the manager's data folder (its "
+        "validation split gives the requests)")
 
     @model_validator(mode="after")
     def _bounded(self) -> PipelineJobSpec:

@@ -14,11 +14,10 @@ from typing import Any
 import numpy as np
 
 from edgewise.errors import EdgewiseError
+from edgewise.jobs import JobContext
 from edgewise.pipeline.dispatcher import Dispatcher, Result
-from edgewise.runtime.jobs import JobContext
 
-__all__ = ["OwnStream", "PipelineBusy", "PipelineServer", "serve"]
-
+__all__ = ["Meter", "NotServing", "OwnStream", "PipelineBusy", "PipelineServer", "serve"]
 
 
 class PipelineBusy(EdgewiseError):
@@ -101,8 +100,16 @@ class PipelineServer:
             item.done.set()
 
 
+@dataclass(frozen=True, slots=True)
+class NotServing:
+    """What a pipeline job that takes no HTTP requests publishes: why (its routes answer 409
+    with ``reason``)."""
+
+    reason: str
+
+
 @dataclass
-class _Meter:
+class Meter:
     """Throughput and latency of each batch through the pipeline, as job metrics."""
 
     ctx: JobContext
@@ -139,7 +146,7 @@ def serve(dispatcher: Dispatcher, cuts: tuple[int, ...], server: PipelineServer,
           own: OwnStream, ctx: JobContext, new_model: Callable[[int], Any]) -> dict[str, Any]:
     """Stream the job's own inputs and the HTTP requests until both are done and
     ``serve_seconds`` have passed since; returns the job's figures."""
-    meter, sent, restarts, n_own = _Meter(ctx), 0, 0, own.count
+    meter, sent, restarts, n_own = Meter(ctx), 0, 0, own.count
     quiet_since: float | None = None
     while True:
         ctx.check_stop()

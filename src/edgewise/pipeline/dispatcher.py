@@ -165,15 +165,20 @@ class Dispatcher:
 
     def switch_model(self, model: nn.Module | None, cuts: Iterable[int],
                      devices: Iterable[str] | None = None,
-                     codec: ActivationCodec | None = None) -> None:
+                     codec: ActivationCodec | None = None,
+                     splitter: Splitter | None = None) -> None:
         """Model watch (SEIFER §4.3.2 (3)): deploy the new model's stages alongside the old
-        (on ``devices``, default the current ones; with ``codec``, default the current one),
-        drain every pending request through the old pipeline, then send new requests to the
-        new one and retire the old stages. Nothing is dropped; ``version`` increases."""
+        (on ``devices``, default the current ones; with ``codec``, default the current one;
+        cut by ``splitter``, default the current one: a traced model's splitter cuts its own
+        graph), drain every pending request through the old pipeline, then send new
+        requests to the new one and retire the old stages. Nothing is dropped; ``version``
+        increases."""
         devices = tuple(devices) if devices is not None else tuple(s.device for s in self.stages)
-        fresh = self._deploy(model, tuple(cuts), devices, codec or self.codec)
+        fresh = self._deploy(model, tuple(cuts), devices, codec or self.codec,
+                             splitter or self.splitter)
         while self._pending:
             self._pump()
+        self.splitter = splitter or self.splitter
         old, self.stages = self.stages, fresh
         self.version, self.codec = self.version + 1, codec or self.codec
         ray.get(self._connect(self.stages, -1), timeout=self.startup_timeout_s)
@@ -200,19 +205,19 @@ class Dispatcher:
             ray.kill(actor)
         self.stages = []
 
-    def _parts(self, model: nn.Module | None, cuts: tuple[int, ...]
+    def _parts(self, model: nn.Module | None, cuts: tuple[int, ...], splitter: Splitter
                ) -> list[tuple[nn.Module, bytes | SliceWeights]]:
         """Each stage's structure (on ``meta``) and its weights, or where to read them."""
         if self.payloads is not None:
             return list(self.payloads(cuts))
         if model is None:
             raise ConfigError("a pipeline needs a model or stage payloads", field="model")
-        return [stage_payload(part) for part in self.splitter(model, cuts)]
+        return [stage_payload(part) for part in splitter(model, cuts)]
 
     def _deploy(self, model: nn.Module | None, cuts: tuple[int, ...], devices: tuple[str, ...],
-                codec: ActivationCodec) -> list[_Stage]:
+                codec: ActivationCodec, splitter: Splitter | None = None) -> list[_Stage]:
         """Start one actor per partition, chain them, the last to the endpoint; wait ready."""
-        parts = self._parts(model, cuts)
+        parts = self._parts(model, cuts, splitter or self.splitter)
         if len(parts) != len(devices) or len(set(devices)) != len(devices):
             raise ConfigError(f"{len(parts)} partitions need as many distinct devices, got "
                               f"{list(devices)}", field="devices")

@@ -16,6 +16,7 @@ from torch import nn
 
 from edgewise.cluster.model import Cluster
 from edgewise.errors import ConfigError
+from edgewise.nn.chain import ModelChain
 from edgewise.nn.graph import Example
 from edgewise.nn.partition import PartitionedModel, partition_model
 from edgewise.nn.workload import DataSpec, Workload, build_model, example_input, load_weights
@@ -25,11 +26,16 @@ from edgewise.pipeline.run import PipelineRun, execute
 from edgewise.runtime.ray_cluster import RayRuntime
 from edgewise.wire.activation import ActivationCodec
 
-__all__ = ["OutputCheck", "compare_outputs", "folder_inputs", "model_and_example",
-           "partitioned", "random_inputs", "reference_outputs", "serve_and_check",
-           "workload_problem"]
+__all__ = ["EXACT_ATOL", "VACUOUS_ABS", "OutputCheck", "chain_problem", "compare_outputs",
+           "folder_inputs", "model_and_example", "partitioned", "random_inputs",
+           "reference_outputs", "serve_and_check", "workload_problem"]
 
 _DIGITS_SHAPE = (1, 8, 8)
+EXACT_ATOL = 1e-4
+"""Lossless pipelined outputs differ from the whole model's by float rounding only (one
+thread in a stage, several in the reference): at most this much."""
+VACUOUS_ABS = 10 * EXACT_ATOL
+"""Reference outputs all this small leave the output check nothing to tell apart."""
 
 
 def model_and_example(workload: Workload, seed: int = 0) -> tuple[nn.Module, Example]:
@@ -119,23 +125,44 @@ def _channels(values: Sequence[float], channels: int) -> tuple[float, ...]:
 def workload_problem(cluster: Cluster, pm: PartitionedModel, *, min_stages: int = 3,
                      node_memory_bytes: int | None = None,
                      dispatcher: str = "dispatcher") -> PipelineProblem:
-    """The placement problem of ``pm`` on every device of ``cluster`` but the dispatcher,
-    with raw float32 activations (compression 1). Each node offers ``node_memory_bytes``; by
-    default just under 1 / (``min_stages`` - 1) of the model's memory (no less than its
-    largest segment), so that no plan has fewer than ``min_stages`` partitions when the
-    segments allow it."""
-    chain = pm.chain
+    """The placement problem of ``pm`` on every device of ``cluster`` but the dispatcher
+    (:func:`chain_problem` of its chain)."""
+    return chain_problem(cluster, pm.chain, min_stages=min_stages,
+                         node_memory_bytes=node_memory_bytes, dispatcher=dispatcher)
+
+
+def chain_problem(cluster: Cluster, chain: ModelChain, *, min_stages: int = 3,
+                  node_memory_bytes: int | None = None, dispatcher: str = "dispatcher",
+                  nodes: Sequence[str] | None = None) -> PipelineProblem:
+    """The placement problem of ``chain`` on ``nodes`` of ``cluster`` (default: every device
+    but the dispatcher), with raw float32 activations (compression 1). Each node offers
+    ``node_memory_bytes``; by default just under 1 / (``min_stages`` - 1) of the model's
+    memory (no less than its largest segment), so that no plan has fewer than
+    ``min_stages`` partitions when the segments allow it.
+
+    Raises
+    ------
+    ConfigError
+        Field ``devices``: a node the cluster lacks, the dispatcher among the nodes, or no
+        node at all.
+    """
     if node_memory_bytes is None:
         total = sum(chain.memory_bytes)
         share = total if min_stages <= 1 else math.ceil(total / (min_stages - 1)) - 1
         node_memory_bytes = max(share, max(chain.memory_bytes))
-    nodes = tuple(d.name for d in cluster.devices if d.name != dispatcher)
-    if not nodes:
-        raise ConfigError("the cluster has no device for a stage", field="devices")
-    names = (dispatcher, *nodes)
-    bw = np.array([[0.0 if a == b else cluster.link(a, b).bandwidth_mbps for b in names]
-                   for a in names])
-    return PipelineProblem(chain, nodes, (node_memory_bytes,) * len(nodes), bw,
+    names = tuple(d.name for d in cluster.devices if d.name != dispatcher) if nodes is None \
+        else tuple(nodes)
+    unknown = sorted(set(names) - set(cluster.device_names))
+    if unknown:
+        raise ConfigError(f"no such device in the cluster: {', '.join(unknown)}",
+                          field="devices")
+    if not names or dispatcher in names:
+        raise ConfigError("the cluster has no device for a stage but the dispatcher's",
+                          field="devices")
+    ends = (dispatcher, *names)
+    bw = np.array([[0.0 if a == b else cluster.link(a, b).bandwidth_mbps for b in ends]
+                   for a in ends])
+    return PipelineProblem(chain, names, (node_memory_bytes,) * len(names), bw,
                            compression=1.0, dispatcher=dispatcher)
 
 

@@ -40,8 +40,8 @@ from edgewise.runtime.plan import (
 from edgewise.runtime.ray_cluster import RayRuntime
 from edgewise.wire.frames import TransportError, decode
 
-__all__ = ["CALIBRATION_SAMPLES", "EpochRecord", "Interruption", "TrainResult",
-           "latest_checkpoint", "time_to_accuracy", "train"]
+__all__ = ["CALIBRATION_SAMPLES", "EpochRecord", "Interruption", "Replan", "TrainResult",
+           "default_replan", "latest_checkpoint", "time_to_accuracy", "train"]
 
 STORE_RESTARTS = 3
 Replan = Callable[[Cluster, int, TrainPlan], TrainPlan]
@@ -117,7 +117,9 @@ class TrainResult:
         return time_to_accuracy(self.epochs, target)
 
 
-def _default_replan(cluster: Cluster, n_samples: int, previous: TrainPlan) -> TrainPlan:
+def default_replan(cluster: Cluster, n_samples: int, previous: TrainPlan) -> TrainPlan:
+    """Equal shards over the devices left, at the largest batch of the previous plan (the
+    re-plan of a plan no policy made; a problem passes its own policy's)."""
     batch = max(previous.batch_sizes.values())
     return equal_plan(cluster, n_samples, batch)
 
@@ -214,7 +216,7 @@ class _Job:
 
 
 def train(runtime: RayRuntime, config: TrainConfig, plan: TrainPlan, *,
-          ledger: StrikeLedger | None = None, replan: Replan = _default_replan,
+          ledger: StrikeLedger | None = None, replan: Replan = default_replan,
           events: Events | None = None, checkpoint_dir: Path | None = None,
           resume: bool = False, limited: Limiter = run_inline) -> TrainResult:
     """Train ``config.epochs`` epochs of the config's workload under ``plan``; on a lost

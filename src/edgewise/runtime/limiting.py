@@ -15,7 +15,7 @@ T = TypeVar("T")
 
 class Limiter(Protocol):
     """Runs planning work with the manager's time and memory limits, off the event loop;
-    raises ``PlanningLimitError`` (``edgewise.runtime.jobs``) when a limit is hit. ``fn``
+    raises ``PlanningLimitError`` (``edgewise.jobs``) when a limit is hit. ``fn``
     and its arguments must be picklable (a module-level function): the manager may run it
     in a child process."""
 

@@ -20,7 +20,7 @@ from fastapi.responses import HTMLResponse, JSONResponse, Response
 from starlette.concurrency import run_in_threadpool
 
 from edgewise.errors import ConfigError
-from edgewise.runtime.jobs import ApiContext, Limiter, ProblemApi, run_inline
+from edgewise.jobs import ApiContext, Limiter, ProblemApi, run_inline
 from edgewise.service.auth import bearer_dependency
 from edgewise.service.connections import ConnectionLimits
 from edgewise.service.dashboard import PUBLIC_PATHS, PUBLIC_PREFIX, add_dashboard

@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from edgewise.errors import ConfigError
+from edgewise.jobs import HISTOGRAM_METRICS, JobStopped, Limiter, LiveJobs, run_inline
 from edgewise.runtime.health import StrikeLedger
-from edgewise.runtime.jobs import HISTOGRAM_METRICS, JobStopped, Limiter, LiveJobs, run_inline
 from edgewise.service.store import Store, json_ready
 
 if TYPE_CHECKING:
@@ -72,7 +72,7 @@ class StoredLedger(StrikeLedger):
 
 
 class JobRunContext:
-    """The JobContext of one run of one job (see ``edgewise.runtime.jobs.JobContext``)."""
+    """The JobContext of one run of one job (see ``edgewise.jobs.JobContext``)."""
 
     def __init__(self, job_id: str, *, store: Store, cluster: Cluster,
                  runtime: RayRuntime | None, ledger: StrikeLedger, work_dir: Path,

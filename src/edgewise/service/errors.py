@@ -17,7 +17,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Route, compile_path
 
 from edgewise.errors import EdgewiseError
-from edgewise.runtime.jobs import PlanningBusyError, PlanningLimitError
+from edgewise.jobs import PlanningBusyError, PlanningLimitError
 
 __all__ = ["ERROR_RESPONSES", "ErrorMessage", "ValidationProblem", "ValidationProblems",
            "add_error_handlers", "clean_text", "index_routes"]

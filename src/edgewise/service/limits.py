@@ -20,7 +20,7 @@ from typing import Any, ParamSpec, TypeVar
 import psutil
 
 from edgewise.errors import ConfigError, EdgewiseError, InfeasibleError, RuntimeFault
-from edgewise.runtime.jobs import PlanningBusyError, PlanningLimitError
+from edgewise.jobs import PlanningBusyError, PlanningLimitError
 
 __all__ = ["ProcessLimiter"]
 
@@ -59,7 +59,7 @@ def _out_of_memory(exc: BaseException) -> bool:
 
 
 class ProcessLimiter:
-    """A ``Limiter`` (``edgewise.runtime.jobs``): ``limiter(fn, *args)`` runs ``fn`` in a
+    """A ``Limiter`` (``edgewise.jobs``): ``limiter(fn, *args)`` runs ``fn`` in a
     child process and returns its result, or raises PlanningLimitError (413) naming the
     limit that ``fn`` hit: ``seconds`` of wall time or ``memory_mb`` of memory beyond what
     the child starts with. At most ``parallel`` children run at once and ``queue``

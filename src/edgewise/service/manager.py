@@ -15,7 +15,7 @@ from pydantic import ValidationError
 
 from edgewise.cluster.model import Cluster
 from edgewise.errors import ConfigError, EdgewiseError, config_error
-from edgewise.runtime.jobs import (
+from edgewise.jobs import (
     ACTIVE_STATES,
     JobKind,
     JobStopped,

@@ -3,29 +3,30 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from importlib.metadata import entry_points
 
+from edgewise.anatomy import ENTRY_POINT_GROUP, problems
 from edgewise.errors import ConfigError
-from edgewise.runtime.jobs import JobKind, ProblemApi
+from edgewise.jobs import JobKind, ProblemApi
 
 __all__ = ["ENTRY_POINT_GROUP", "discover_problems", "job_kinds"]
 
-ENTRY_POINT_GROUP = "edgewise.problems"
-
 
 def discover_problems() -> list[ProblemApi]:
-    """Every ProblemApi registered under the ``edgewise.problems`` entry-point group, by
-    name; ConfigError if an entry is not a ProblemApi or two share a name."""
-    found: dict[str, ProblemApi] = {}
-    for entry in sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name):
-        api = entry.load()
-        if not isinstance(api, ProblemApi):
-            raise ConfigError(f"entry point {entry.value} is not a ProblemApi",
-                              field=ENTRY_POINT_GROUP)
-        if api.name in found:
-            raise ConfigError(f"two problems named {api.name!r}", field=ENTRY_POINT_GROUP)
-        found[api.name] = api
-    return list(found.values())
+    """The ProblemApi of every problem registered under the ``edgewise.problems``
+    entry-point group (``edgewise.anatomy.problems``), in the papers' order; ConfigError if
+    a card's api is not a ProblemApi of its name, or offers kinds its card does not list."""
+    found: list[ProblemApi] = []
+    for card in problems():
+        api = card.api()
+        if not isinstance(api, ProblemApi) or api.name != card.name:
+            raise ConfigError(f"edgewise.{card.name}.api.API is not the ProblemApi "
+                              f"{card.name!r}", field=ENTRY_POINT_GROUP)
+        kinds = tuple(k.name for k in api.kinds)
+        if kinds != card.job_kinds:
+            raise ConfigError(f"{card.name}: its card lists the kinds {card.job_kinds}, its "
+                              f"api offers {kinds}", field=ENTRY_POINT_GROUP)
+        found.append(api)
+    return found
 
 
 def job_kinds(problems: Iterable[ProblemApi]) -> dict[str, JobKind]:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from edgewise.errors import ConfigError
-from edgewise.runtime.jobs import JobKind
+from edgewise.jobs import JobKind
 from edgewise.service.store import Store
 
 __all__ = ["Pruner", "Retention", "recover_jobs"]

@@ -16,7 +16,7 @@ from fastapi import APIRouter, Depends, HTTPException, Query, Request, status
 from fastapi import Path as PathParam
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
-from edgewise.runtime.jobs import JOB_ID_PATTERN, JobEvent, JobKind, JobView
+from edgewise.jobs import JOB_ID_PATTERN, JobEvent, JobKind, JobView
 from edgewise.service.cluster import FAULT_KINDS
 from edgewise.service.manager import JobManager
 

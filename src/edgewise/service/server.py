@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from edgewise.cluster.model import Cluster
-from edgewise.runtime.jobs import ProblemApi
+from edgewise.jobs import ProblemApi
 from edgewise.runtime.local_instance import loopback_only
 from edgewise.service.app import Limits, announce, check_bind, create_app, make_server
 from edgewise.service.auth import load_or_create_token, load_scrape_token, token_source

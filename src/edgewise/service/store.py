@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from edgewise.errors import ConfigError
-from edgewise.runtime.jobs import FINAL_STATES
+from edgewise.jobs import FINAL_STATES
 from edgewise.service.migrations import MIGRATIONS
 
 __all__ = ["MIGRATIONS", "JobRow", "Store", "json_ready"]

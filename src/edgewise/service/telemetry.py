@@ -14,7 +14,7 @@ from prometheus_client import CollectorRegistry, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from edgewise.runtime.jobs import ACTIVE_STATES, FINAL_STATES
+from edgewise.jobs import ACTIVE_STATES, FINAL_STATES
 
 if TYPE_CHECKING:
     from edgewise.service.manager import JobManager

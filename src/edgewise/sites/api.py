@@ -11,7 +11,7 @@ from fastapi import APIRouter
 
 from edgewise.cluster.model import Cluster
 from edgewise.errors import ConfigError
-from edgewise.runtime.jobs import (
+from edgewise.jobs import (
     JobContext,
     JobKind,
     Limiter,
@@ -28,6 +28,7 @@ from edgewise.sites.api_schemas import (
     SitesJobSpec,
     SitesRequest,
 )
+from edgewise.sites.api_workload import check_workloads, job_workloads
 from edgewise.sites.problem import SitesProblem
 from edgewise.sites.run import SiteRunConfig, SlotRecord, execute
 from edgewise.sites.scenario import default_scenario, scenario_from_dict
@@ -35,13 +36,20 @@ from edgewise.sites.sim import plan_schedule, simulate
 from edgewise.sites.sitemap import site_devices
 
 __all__ = ["API", "SITES_KIND", "build_sites_router", "cluster_scenario", "plan_request",
-           "simulate_request"]
+           "scenario_problem", "simulate_request"]
+
+
+def scenario_problem(body: ScenarioBody, source: str) -> SitesProblem:
+    """The body's problem; its jobs' HTTP workloads stay in the body (they are built and
+    checked by :mod:`edgewise.sites.api_workload`, never read as file paths)."""
+    doc = body.model_dump(mode="python", exclude={"jobs": {"__all__": {"workload"}}})
+    return scenario_from_dict(doc, source)
 
 
 def _problem(request: SitesRequest) -> SitesProblem:
     """The request's problem; ConfigError (422) if it is invalid or too big for offline-opt."""
     if request.scenario is not None:
-        problem = scenario_from_dict(request.scenario.model_dump(mode="python"), "request")
+        problem = scenario_problem(request.scenario, "request")
     else:
         g = request.generator
         assert g is not None  # the validator guarantees one source
@@ -124,33 +132,38 @@ def cluster_scenario(cluster: Cluster) -> ScenarioBody:
 
 
 def _scenario(spec: SitesJobSpec, cluster: Cluster) -> SitesProblem:
-    body = spec.scenario or cluster_scenario(cluster)
-    return scenario_from_dict(body.model_dump(mode="python"), "scenario")
+    return scenario_problem(spec.scenario or cluster_scenario(cluster), "scenario")
 
 
 def _check(spec: SitesJobSpec, cluster: Cluster) -> None:
+    """At submission (in the manager's planning child): the scenario's sites are the
+    cluster's, and every workload passes the dry run a real run gives it."""
     problem = _scenario(spec, cluster)
     missing = sorted({s.name for s in problem.sites} - {s.name for s in cluster.sites})
     if missing:
         raise ConfigError(f"the cluster has no sites named {', '.join(missing)}",
                           field="scenario.sites")
+    check_workloads(spec, problem)
 
 
 def _plan(spec: SitesJobSpec, ctx: JobContext) -> Planned:
     problem = _scenario(spec, ctx.cluster)
+    workloads = job_workloads(spec, problem)  # dry-run by execute, through ctx.limited
     plan = plan_schedule(problem, spec.policy, seed=spec.seed)
     site_devices(ctx.cluster, problem, plan)  # ConfigError if a site lacks devices
     names = [s.name for s in problem.sites]
     rows = [[e.slot, e.job, names[e.ps_site],
              ", ".join(f"{names[r]}: {y}" for r, y in enumerate(e.workers) if y),
              e.chunks] for e in plan.entries]
-    view = {"policy": spec.policy, "slots": plan.n_slots,
-            "completion": dict(plan.completion),
-            "tables": [{"title": "per-slot schedule: parameter server, workers per site, "
-                                 "chunks trained",
-                        "columns": ["slot", "job", "PS site", "workers", "chunks"],
-                        "rows": rows}]}
-    return Planned(view, (problem, plan))
+    view: dict[str, Any] = {
+        "policy": spec.policy, "slots": plan.n_slots, "completion": dict(plan.completion),
+        "tables": [{"title": "per-slot schedule: parameter server, workers per site, "
+                             "chunks trained",
+                    "columns": ["slot", "job", "PS site", "workers", "chunks"],
+                    "rows": rows}]}
+    if workloads:
+        view["workloads"] = {name: w.label for name, w in workloads.items()}
+    return Planned(view, (problem, plan, workloads))
 
 
 def _events(ctx: JobContext, total: int) -> Any:
@@ -178,10 +191,11 @@ def _events(ctx: JobContext, total: int) -> Any:
 
 
 def _execute(spec: SitesJobSpec, planned: Planned, ctx: JobContext) -> dict[str, Any]:
-    problem, plan = planned.payload
+    problem, plan, workloads = planned.payload
     config = SiteRunConfig(seed=spec.seed, epochs_per_slot=spec.epochs_per_slot)
     total = sum(e.chunks for e in plan.entries)
-    run = execute(ctx.runtime, problem, plan, config=config, events=_events(ctx, total))
+    run = execute(ctx.runtime, problem, plan, config=config, events=_events(ctx, total),
+                  workloads=workloads, limited=ctx.limited)
     accuracy = sum(run.final_accuracy.values()) / max(1, len(run.final_accuracy))
     return {"val_accuracy": accuracy, "migrations": run.migrations,
             "chunks_moved": run.chunks_moved, "seconds": run.seconds}
@@ -195,7 +209,8 @@ SITES_KIND = JobKind(
     name="sites", spec=SitesJobSpec, example=_example, plan=_plan, execute=_execute,
     check=_check,
     description="Okita multi-site training: jobs scheduled slot by slot on the cluster's "
-                "sites (workers, parameter server, data moves), trained for real")
+                "sites (workers, parameter server, data moves), trained for real on the "
+                "digits CNN or the spec's workload")
 
 API = ProblemApi("sites", lambda ctx: build_sites_router(ctx.limited), kinds=(SITES_KIND,))
 """Okita's offer to the manager (entry point ``edgewise.problems``)."""

@@ -7,6 +7,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
+from edgewise.jobs.workload import HttpWorkload
+
 __all__ = [
     "MAX_SITES", "MAX_SIZE", "OFFLINE_OPT_MAX_SIZE", "GeneratorSpec", "PlanEntry", "PlanResponse",
     "ScenarioBody", "SimulateResponse", "SitesJobSpec", "SitesRequest",
@@ -83,6 +85,10 @@ class JobBody(BaseModel):
     worker: DemandBody
     ps: DemandBody
     latency: LatencyBody = Field(default_factory=LatencyBody)
+    workload: HttpWorkload | None = Field(
+        default=None, description="what a sites job trains for this job (default: the job "
+                                  "spec's workload, else the digits CNN on digits); "
+                                  "simulate and plan ignore it")
 
 
 class ScenarioBody(BaseModel):
@@ -168,10 +174,15 @@ class SitesJobSpec(BaseModel):
     """Multi-site training (Okita) for real: the scenario's jobs scheduled slot by slot by
     ``policy`` and trained on the cluster's sites (matched by name: a scenario site is the
     cluster site of the same name). Without a scenario, one built from the cluster's sites.
-    ``epochs_per_slot`` overrides each job's E_i per slot (quicker runs)."""
+    ``epochs_per_slot`` overrides each job's E_i per slot (quicker runs). ``workload`` is
+    what every job trains whose scenario entry names none (default: the digits CNN)."""
 
     model_config = _STRICT
     scenario: ScenarioBody | None = None
+    workload: HttpWorkload | None = Field(
+        default=None, description="the model and data every learning job trains (a job of "
+                                  "the scenario may name its own); checked by a dry run at "
+                                  "submission; default: the digits CNN on digits")
     policy: PolicyName = "okita"
     epochs_per_slot: int | None = Field(default=None, ge=1, le=100)
     seed: Annotated[int, Field(ge=0, le=2**32 - 1)] = 0

@@ -3,7 +3,7 @@ the site stores where the job's data lies at the start (D_i^r chunks at site r).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any
 
 import numpy as np
@@ -45,12 +45,16 @@ def _site_arrays(train: Dataset, ids: list[NDArray[np.int64]], chunks: list[int]
     return {"x": part.x, "y": part.y, "ids": part.ids, "chunk": chunk_of}
 
 
-def check_data(problem: SitesProblem, n_samples: Mapping[str, int]) -> None:
+def check_data(problem: SitesProblem, n_samples: Mapping[str, int],
+               own: Collection[str] | None = None) -> None:
     """A chunk holds at least one sample: ConfigError for a job with more chunks than its
-    training set (``n_samples`` by job name) has samples."""
+    training set (``n_samples`` by job name; a job not named there is not checked) has
+    samples. ``own``: the jobs that train a workload of their own (default: those whose
+    scenario entry names one), the others the digits."""
     for i, job in enumerate(problem.jobs):
-        if job.total_chunks > n_samples[job.name]:
-            data = "its workload's" if job.workload is not None else "the digits"
+        if job.name in n_samples and job.total_chunks > n_samples[job.name]:
+            mine = job.workload is not None if own is None else job.name in own
+            data = "its workload's" if mine else "the digits"
             raise ConfigError(f"{job.total_chunks} chunks, but {data} training set has "
                               f"{n_samples[job.name]} samples to cut into chunks",
                               field=f"jobs[{i}].data")

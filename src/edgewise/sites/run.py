@@ -20,12 +20,14 @@ from numpy.typing import NDArray
 
 from edgewise.cluster.model import Cluster, Link
 from edgewise.errors import RuntimeFault
+from edgewise.nn.workload import Workload
 from edgewise.runtime.emulation import EmulationConfig
 from edgewise.runtime.launch import MemberSpec, monitor_handle
+from edgewise.runtime.limiting import Limiter, run_inline
 from edgewise.runtime.ray_cluster import RayRuntime, start_local
 from edgewise.runtime.shaping import ByteCounter, ShapedLink
 from edgewise.sites.chunks import check_data, chunk_frame, load_data
-from edgewise.sites.jobdata import JobData, job_data
+from edgewise.sites.jobdata import JobData, checked_workloads, job_data
 from edgewise.sites.jobstate import JobState
 from edgewise.sites.problem import Plan, SitesProblem
 from edgewise.sites.sitemap import SiteDevices, site_cluster, site_devices
@@ -201,18 +203,39 @@ def _stores(runtime: RayRuntime, sites: list[SiteDevices], config: SiteRunConfig
         s.site, s.store, config.compression, config.link_time_scale) for s in sites]
 
 
+def _checked_data(problem: SitesProblem, seed: int, workloads: Mapping[str, Workload] | None,
+                  limited: Limiter) -> dict[str, JobData]:
+    """Each job's data, its workload (``workloads``' by job name, else its scenario entry's)
+    dry-run through ``limited`` first; ConfigError for a bad workload or too few samples."""
+    data = job_data(problem, seed, limited(checked_workloads, problem, seed, workloads))
+    _check_sizes(problem, data)
+    return data
+
+
+def _check_sizes(problem: SitesProblem, data: Mapping[str, JobData]) -> None:
+    check_data(problem, {n: len(d.train) for n, d in data.items()},
+               own={n for n, d in data.items() if d.workload is not None})
+
+
 def execute(runtime: RayRuntime, problem: SitesProblem, plan: Plan, /, *,
             config: SiteRunConfig = SiteRunConfig(), events: Events | None = None,
-            data: Mapping[str, JobData] | None = None) -> SitesRun:
+            data: Mapping[str, JobData] | None = None,
+            workloads: Mapping[str, Workload] | None = None,
+            limited: Limiter = run_inline) -> SitesRun:
     """Carry ``plan`` (a schedule a policy made, e.g. ``simulate(problem, policy).plan``) out
     on ``runtime``, whose cluster has a Site per scenario site (as :func:`emulated_cluster`
     builds). ``events(kind, data)`` hears of every slot, transfer, epoch and job slot.
-    ``data`` is each job's (``job_data``; read here when not given). Raises InfeasibleError
-    for a plan violating (2a)-(2g), ConfigError for a cluster that cannot host it or a job's
-    bad workload (before any actor starts), RuntimeFault if an actor fails."""
+    ``data`` is each job's (``job_data``; read here when not given: each job trains
+    ``workloads``' entry by its name (built already, e.g. from a manager's HTTP spec), else
+    the workload its scenario entry names, else the digits CNN; the workloads are dry-run
+    first through ``limited``, the manager's child process). Raises InfeasibleError for a
+    plan violating (2a)-(2g), ConfigError for a cluster that cannot host it or a job's bad
+    workload (before any actor starts), RuntimeFault if an actor fails."""
     check_plan(problem, plan)
-    data = data if data is not None else job_data(problem, config.seed)
-    check_data(problem, {n: len(d.train) for n, d in data.items()})
+    if data is None:
+        data = _checked_data(problem, config.seed, workloads, limited)
+    else:
+        _check_sizes(problem, data)
     started = time.perf_counter()
     sites = site_devices(runtime.cluster, problem, plan)
     stores = _stores(runtime, sites, config)
@@ -255,8 +278,7 @@ def execute_emulated(problem: SitesProblem, plan: Plan, *,
     :func:`execute` the plan, shut Ray down. Devices compute at host speed (stretch 1 for
     the fastest type)."""
     check_plan(problem, plan)
-    data = job_data(problem, config.seed)  # read and checked once, before Ray starts
-    check_data(problem, {n: len(d.train) for n, d in data.items()})
+    data = _checked_data(problem, config.seed, None, run_inline)  # once, before Ray starts
     cluster = cluster or emulated_cluster(problem, plan, config)
     site_devices(cluster, problem, plan)  # ConfigError before Ray starts
     fastest = max(d.speed for d in cluster.devices)

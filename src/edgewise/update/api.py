@@ -6,7 +6,6 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Iterable
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -14,11 +13,8 @@ import numpy as np
 from fastapi import APIRouter, Depends, HTTPException, status
 from fastapi import Path as PathParam
 
-from edgewise.errors import ConfigError, EdgewiseError
-from edgewise.perf.calibrated import calibrated
-from edgewise.perf.models import load as load_learned
-from edgewise.perf.schema import PerfModel
-from edgewise.runtime.jobs import (
+from edgewise.errors import EdgewiseError
+from edgewise.jobs import (
     ACTIVE_STATES,
     JOB_ID_PATTERN,
     ApiContext,
@@ -29,9 +25,9 @@ from edgewise.runtime.jobs import (
     get_backend,
     run_inline,
 )
+from edgewise.perf.schema import PerfModel
 from edgewise.update.api_jobs import UPDATE_KIND
 from edgewise.update.api_schemas import (
-    CALIBRATED,
     NAME_PATTERN,
     LaunchRequest,
     MonitorView,
@@ -41,6 +37,7 @@ from edgewise.update.api_schemas import (
     SolveResponse,
     TrainJobSpec,
 )
+from edgewise.update.models import load_models
 from edgewise.update.policies import get_policy
 from edgewise.update.problem import AppLimit, UpdateProblem, WorkerState
 
@@ -53,27 +50,6 @@ _log = logging.getLogger(__name__)
 Backend = Annotated[JobBackend, Depends(get_backend)]
 JobId = Annotated[str, PathParam(pattern=JOB_ID_PATTERN, description="a job id")]
 ProfileId = Annotated[str, PathParam(pattern=NAME_PATTERN, description="a profile run id")]
-
-
-def load_models(models_dir: Path, name: str, device_types: Iterable[str]) -> dict[str, PerfModel]:
-    """One performance model per device type: calibrated, or learned from
-    ``models_dir/name/<device_type>``; ConfigError for an unknown type or a missing model."""
-    types = sorted(set(device_types))
-    if name == CALIBRATED:
-        try:
-            return {t: calibrated(t) for t in types}
-        except KeyError as exc:
-            raise ConfigError(str(exc.args[0]), field="device_type") from None
-    root = (models_dir / name).resolve()
-    # Names are plain (NAME_PATTERN); this also refuses a symlink that leads elsewhere.
-    if not root.is_relative_to(models_dir.resolve()) or not root.is_dir():
-        raise ConfigError(f"no models directory {name!r} on the server", field="models")
-    models: dict[str, PerfModel] = {}
-    for t in types:
-        if not (root / t).is_dir():
-            raise ConfigError(f"models {name!r} have none for device type {t!r}", field="models")
-        models[t] = load_learned(root / t, t)
-    return models
 
 
 def _problem(request: SolveRequest, models: dict[str, PerfModel]) -> UpdateProblem:

@@ -6,22 +6,31 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from edgewise.cluster.model import Cluster, Role
 from edgewise.errors import ConfigError
+from edgewise.jobs import JobContext, JobKind, Planned
 from edgewise.nn.data import digits_split
 from edgewise.nn.workload import Workload, resolved, validate
-from edgewise.runtime.engine import EpochRecord, Interruption, train
-from edgewise.runtime.jobs import JobContext, JobKind, Planned
+from edgewise.runtime.engine import EpochRecord, Interruption
 from edgewise.runtime.plan import TrainConfig, TrainPlan, equal_plan
 from edgewise.update.api_schemas import TrainJobSpec
 from edgewise.update.policies import get_policy
-from edgewise.update.run import cluster_problem, to_train_plan
+from edgewise.update.problem import UpdatePlan, UpdateProblem
+from edgewise.update.run import (
+    APP_COLUMNS,
+    UpdateRun,
+    app_row,
+    cluster_problem,
+    execute,
+    to_train_plan,
+)
 
-__all__ = ["DEFAULT_BATCH_SIZE", "UPDATE_KIND", "build_plan", "job_workload",
+__all__ = ["DEFAULT_BATCH_SIZE", "UPDATE_KIND", "JobPlan", "build_plan", "job_workload",
            "training_set_size", "validate_spec"]
 
 DEFAULT_BATCH_SIZE = 32
@@ -76,16 +85,33 @@ def job_workload(spec: TrainJobSpec) -> tuple[Workload | None, int]:
     return resolved(workload, dry), dry.train_samples
 
 
+@dataclass(frozen=True, slots=True)
+class JobPlan:
+    """An update job's plan: the engine's (``train``), the policy's when a policy made it
+    (``policy_plan``: the executor then re-plans through that policy after a fault) and
+    the problem it was made for."""
+
+    train: TrainPlan
+    problem: UpdateProblem
+    policy_plan: UpdatePlan | None = None
+
+    @property
+    def executed(self) -> UpdatePlan | TrainPlan:
+        """What ``update.run.execute`` is given."""
+        return self.policy_plan if self.policy_plan is not None else self.train
+
+
 def build_plan(cluster: Cluster, spec: TrainJobSpec, workers: list[str],
-               n_samples: int | None = None) -> TrainPlan:
-    """The engine's plan: the spec's shards, else its policy's over ``workers`` (the server
+               n_samples: int | None = None) -> JobPlan:
+    """The job's plan: the spec's shards, else its policy's over ``workers`` (the server
     and store where the cluster's roles put them); a worker without a batch size gets
     ``DEFAULT_BATCH_SIZE``. ConfigError (``shards``) if the shards miss a worker or do not
     sum to the training set's size ``n_samples`` (default: the 1,437 digits)."""
     n_samples = training_set_size() if n_samples is None else n_samples
     pool = cluster.without(frozenset(cluster.device_names) - set(workers) - _servers(cluster))
+    problem = cluster_problem(pool, {}, n_samples)
+    planned: UpdatePlan | None = None
     if spec.shards is None and spec.policy != "equal":
-        problem = cluster_problem(pool, {}, n_samples)
         planned = get_policy(spec.policy)(problem, np.random.default_rng(spec.seed))
         base = to_train_plan(pool, planned, n_samples)
     else:
@@ -103,7 +129,8 @@ def build_plan(cluster: Cluster, spec: TrainJobSpec, workers: list[str],
     plan = TrainPlan(shards, {w: batches.get(w, DEFAULT_BATCH_SIZE) for w in shards},
                      base.ps_device, base.store_device, policy)
     plan.validate(cluster, n_samples)  # shards must cover the training set exactly once
-    return plan
+    changed = spec.shards is not None or spec.batch_sizes is not None
+    return JobPlan(plan, problem, None if changed else planned)
 
 
 def _servers(cluster: Cluster) -> set[str]:
@@ -117,7 +144,8 @@ def _check(spec: TrainJobSpec, cluster: Cluster) -> None:
 
 def _plan(spec: TrainJobSpec, ctx: JobContext) -> Planned:
     workload, n_samples = ctx.limited(job_workload, spec)  # builds the network: not here
-    plan = build_plan(ctx.cluster, spec, validate_spec(ctx.cluster, spec), n_samples)
+    job_plan = build_plan(ctx.cluster, spec, validate_spec(ctx.cluster, spec), n_samples)
+    plan = job_plan.train
     rows = [[w, plan.shards[w], plan.batch_sizes[w]] for w in plan.workers]
     view = {"policy": plan.policy, "parameter_server": plan.ps_device,
             "data_store": plan.store_device, "shards": dict(plan.shards),
@@ -127,7 +155,7 @@ def _plan(spec: TrainJobSpec, ctx: JobContext) -> Planned:
     if spec.workload is not None:
         view["workload"] = {"model": spec.workload.model, "data": spec.workload.data,
                             "train_samples": sum(plan.shards.values())}
-    return Planned(view, (plan, workload))
+    return Planned(view, (job_plan, workload))
 
 
 def _events(spec: TrainJobSpec, ctx: JobContext) -> Any:
@@ -176,13 +204,19 @@ def _events(spec: TrainJobSpec, ctx: JobContext) -> Any:
 
 
 def _execute(spec: TrainJobSpec, planned: Planned, ctx: JobContext) -> dict[str, Any]:
-    plan, workload = planned.payload
+    """The plan carried out by the problem's one executor, ``update.run.execute``, as
+    ``edgewise update run`` does: the cluster's background apps run beside the training,
+    and their deadline misses are the job's too."""
+    job_plan, workload = planned.payload
     config = TrainConfig(model=spec.model, workload=workload, mode=spec.mode,
                          epochs=spec.epochs, learning_rate=spec.learning_rate,
                          seed=spec.seed, target_accuracy=spec.target_accuracy)
-    result = train(ctx.runtime, config, plan, ledger=ctx.ledger,
-                   events=_events(spec, ctx), checkpoint_dir=ctx.work_dir / "checkpoints",
-                   resume=ctx.resumed, limited=ctx.limited)
+    done = execute(ctx.runtime, job_plan.problem, job_plan.executed, config=config,
+                   ledger=ctx.ledger, events=_events(spec, ctx),
+                   checkpoint_dir=ctx.work_dir / "checkpoints", resume=ctx.resumed,
+                   limited=ctx.limited)
+    _report_apps(done, ctx, planned.view)
+    result = done.result
     last = result.epochs[-1] if result.epochs else None
     target = spec.target_accuracy
     return {"epoch": last.epoch + 1 if last else spec.epochs,
@@ -191,7 +225,23 @@ def _execute(spec: TrainJobSpec, planned: Planned, ctx: JobContext) -> dict[str,
             "stopped_early": int(result.stopped_early),
             "mode": spec.mode,
             "device_seconds": sum(r.device_seconds for r in result.epochs),
-            "time_to_accuracy": None if target is None else result.time_to_accuracy(target)}
+            "time_to_accuracy": None if target is None else result.time_to_accuracy(target),
+            "apps": len(done.apps), "app_periods": done.app_periods,
+            "deadline_misses": done.deadline_misses}
+
+
+def _report_apps(done: UpdateRun, ctx: JobContext, view: dict[str, Any]) -> None:
+    """Each background app's statistics as an event, a metric and a table of the plan."""
+    rows = []
+    for a in done.apps:
+        ctx.event("app", f"{a['app']}: {a['misses']} of {a['periods']} periods missed the "
+                  "deadline", **{k: v for k, v in a.items() if isinstance(v, int | float | str)})
+        ctx.metric(f"deadline_misses.{a['app']}", float(a["misses"]))
+        rows.append(app_row(a))
+    if rows:
+        table = {"title": "background apps, measured while the update ran",
+                 "columns": list(APP_COLUMNS), "rows": rows}
+        ctx.update_plan({**view, "tables": [*view.get("tables", []), table]})
 
 
 def _example(cluster: Cluster) -> dict[str, Any]:

@@ -6,8 +6,9 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
-from edgewise.nn.workload.http import HttpWorkload
-from edgewise.runtime.jobs import MAX_DEVICES, BatchSize, DeviceName, ShardSize
+from edgewise.jobs import MAX_DEVICES, BatchSize, DeviceName, ShardSize
+from edgewise.jobs.workload import HttpWorkload
+from edgewise.update.models import CALIBRATED, NAME_PATTERN
 
 __all__ = [
     "CALIBRATED",
@@ -24,11 +25,6 @@ __all__ = [
     "WorkerSpec",
 ]
 
-CALIBRATED = "calibrated"
-"""The name of the calibrated performance models (the others are fitted and named)."""
-
-NAME_PATTERN = r"^[A-Za-z0-9_-]{1,64}$"
-"""A plain name (models directory, profile, profile id): no dots, no slashes, no traversal."""
 
 MAX_WORKERS = 1024
 MAX_APPS = 16

@@ -4,24 +4,29 @@ server) on the cluster, with each worker's background apps really running beside
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import ray
 
 from edgewise.cluster.model import Cluster, Role
+from edgewise.errors import ConfigError
 from edgewise.perf.calibrated import calibrated
 from edgewise.perf.schema import PerfModel
 from edgewise.runtime.app_actor import BackgroundAppActor
-from edgewise.runtime.engine import TrainResult, train
+from edgewise.runtime.engine import Replan, TrainResult, default_replan, train
 from edgewise.runtime.health import StrikeLedger
+from edgewise.runtime.limiting import Limiter, run_inline
 from edgewise.runtime.plan import TrainConfig, TrainPlan
 from edgewise.runtime.ray_cluster import RayRuntime
 from edgewise.update.cost import integer_shards
+from edgewise.update.policies import REGISTRY, get_policy
 from edgewise.update.problem import AppLimit, UpdatePlan, UpdateProblem, WorkerState
 
-__all__ = ["UpdateRun", "cluster_problem", "execute", "to_train_plan"]
+__all__ = ["APP_COLUMNS", "UpdateRun", "app_row", "cluster_problem", "execute", "policy_replan",
+           "to_train_plan"]
 
 Events = Callable[[str, dict[str, Any]], None]
 
@@ -62,35 +67,87 @@ def to_train_plan(cluster: Cluster, plan: UpdatePlan, n_samples: int) -> TrainPl
 class UpdateRun:
     """A plan carried out: the training result and each background app's statistics."""
 
-    plan: UpdatePlan
+    plan: UpdatePlan | TrainPlan
     train_plan: TrainPlan
     result: TrainResult
     apps: tuple[dict[str, Any], ...]
 
+    @property
+    def deadline_misses(self) -> int:
+        """Periods in which a background app missed its deadline, over every app."""
+        return sum(int(a["misses"]) for a in self.apps)
 
-def execute(runtime: RayRuntime, problem: UpdateProblem, plan: UpdatePlan, /, *,
+    @property
+    def app_periods(self) -> int:
+        return sum(int(a["periods"]) for a in self.apps)
+
+
+def policy_replan(problem: UpdateProblem, policy: str, seed: int = 0) -> Replan:
+    """The engine's re-plan after a fault through the problem's own policy (Deep-Edge
+    §IV-D re-triggers Algorithm 1): the same states, apps and models, on the workers the
+    cluster has left; the training set the engine gives."""
+
+    def replan(cluster: Cluster, n_samples: int, previous: TrainPlan) -> TrainPlan:
+        left = set(cluster.device_names)
+        workers = tuple(w for w in problem.workers if w.device in left)
+        if not workers:
+            raise ConfigError("no worker left to re-plan on", field="workers")
+        again = replace(problem, workers=workers, n_samples=n_samples)
+        planned = get_policy(policy)(again, np.random.default_rng(seed))
+        return to_train_plan(cluster, planned, n_samples)
+
+    return replan
+
+
+def execute(runtime: RayRuntime, problem: UpdateProblem, plan: UpdatePlan | TrainPlan, /, *,
             config: TrainConfig | None = None, ledger: StrikeLedger | None = None,
-            events: Events | None = None) -> UpdateRun:
-    """Carry out the plan a policy made for ``problem`` (the anatomy's executor): start every
-    background app of the runtime's cluster on its device, train the plan's shards of the
-    ``problem.n_samples`` samples through the core engine (``config``: epochs, seed, early
-    stop; default ``TrainConfig()``), stop the apps and collect their deadline misses. On a
-    cluster that runs slower than its devices (``runtime.time_dilation``) the apps' periods
-    and deadlines stretch alike, and their execution times are given in device time."""
+            events: Events | None = None, checkpoint_dir: Path | None = None,
+            resume: bool = False, limited: Limiter = run_inline) -> UpdateRun:
+    """Carry out the plan a policy made for ``problem`` (the anatomy's executor; the
+    command line's ``update run`` and the manager's ``update`` jobs both call it): start
+    every background app of the runtime's cluster on its device, train the plan's shards
+    of the ``problem.n_samples`` samples through the core engine (``config``: epochs,
+    seed, early stop; default ``TrainConfig()``), stop the apps and collect their deadline
+    misses. ``plan`` is the policy's (shard proportions) or, for a job whose spec gives the
+    shards, the engine's plan itself. After a fault the engine re-plans through the plan's
+    policy on the devices left (:func:`policy_replan`); a given plan re-plans with equal
+    shards. ``checkpoint_dir``, ``resume`` and ``limited`` are the engine's. On a cluster
+    that runs slower than its devices (``runtime.time_dilation``) the apps' periods and
+    deadlines stretch alike, and their execution times are given in device time."""
     cluster, dilation = runtime.cluster, runtime.time_dilation
+    config = config or TrainConfig()
+    replan: Replan
+    if isinstance(plan, TrainPlan):
+        train_plan, replan = plan, default_replan
+    else:
+        train_plan = to_train_plan(cluster, plan, problem.n_samples)
+        replan = policy_replan(problem, plan.policy, config.seed) \
+            if plan.policy in REGISTRY.names() else default_replan
     apps = [BackgroundAppActor.options(  # type: ignore[attr-defined]
         **runtime.actor_options(a.device, 128, name=f"app-{a.name}")
     ).remote(a.name, a.kind, a.period_ms * dilation, a.deadline_ms * dilation, i)
         for i, a in enumerate(cluster.background_apps)]
-    train_plan = to_train_plan(cluster, plan, problem.n_samples)
     try:
-        result = train(runtime, config or TrainConfig(), train_plan, ledger=ledger,
-                       events=events)
+        result = train(runtime, config, train_plan, ledger=ledger, replan=replan,
+                       events=events, checkpoint_dir=checkpoint_dir, resume=resume,
+                       limited=limited)
     finally:
         stats = tuple(_device_time(s, dilation) for s in ray.get([a.stop.remote() for a in apps]))
         for a in apps:
             ray.kill(a)
     return UpdateRun(plan, train_plan, result, stats)
+
+
+APP_COLUMNS = ("app", "periods", "misses", "exec ms p50", "exec ms p95", "frames received")
+"""The columns of the background apps' table (``update run`` prints it, a job's plan
+shows it)."""
+
+
+def app_row(stats: Mapping[str, Any]) -> list[str | int | float]:
+    """One app's statistics as a row of :data:`APP_COLUMNS`."""
+    return [str(stats["app"]), int(stats["periods"]), int(stats["misses"]),
+            round(float(stats["exec_ms_p50"]), 1), round(float(stats["exec_ms_p95"]), 1),
+            int(stats["frames_received"])]
 
 
 def _device_time(stats: dict[str, Any], dilation: float) -> dict[str, Any]:

@@ -11,6 +11,7 @@ from numpy.typing import NDArray
 
 from edgewise.errors import ConfigError
 from edgewise.nn.data import Dataset
+from edgewise.nn.workload.splits import stratified_split
 
 __all__ = ["read_npz"]
 
@@ -53,8 +54,6 @@ def read_npz(path: Path, val_fraction: float, seed: int) -> tuple[Dataset, Datas
     """Train and validation sets and the number of classes (largest label + 1). Without
     ``x_val``/``y_val`` the validation set is a stratified ``val_fraction`` of ``x``/``y``.
     Arrays are read with ``allow_pickle=False``: an object array is refused."""
-    from edgewise.nn.workload.sources import stratified_split
-
     arrays = _load(path)
     for key in ("x", "y"):
         if key not in arrays:

@@ -23,7 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_vali
 
 from edgewise.errors import ConfigError
 from edgewise.nn.workload.schema import workload_from_dict
-from edgewise.nn.workload.spec import Workload, builtin_names
+from edgewise.nn.workload.spec import Workload, builtin_names, parse_model
 
 __all__ = ["DATA_DIR_ENV", "MAX_ARG_FLOAT", "MAX_ARG_INT", "HttpWorkload", "data_dir"]
 
@@ -78,6 +78,11 @@ class HttpWorkload(BaseModel):
     def _model(cls, value: str) -> str:
         if value in builtin_names() or _HF.fullmatch(value):
             return value
+        if value.startswith("hf:") or "/" in value:
+            try:  # a Hub id: its refusal says why nothing is downloaded
+                parse_model(value)
+            except ConfigError as exc:
+                raise ValueError(exc.problem) from None
         if value.startswith(("py:", "export:")):
             raise ValueError("py: and export: models are not taken over HTTP (they would run "
                              "the caller's code on the manager): use a built-in name or "
