@@ -10,7 +10,7 @@ import torch
 
 from edgewise.cluster.model import Link
 from edgewise.runtime.shaping import ByteCounter, ByteCounts, LinkBytes, LinkDown, ShapedLink
-from edgewise.runtime.transport import receive, send
+from edgewise.runtime.transport import carry, receive, send
 from edgewise.wire.frames import TransportError
 
 
@@ -83,6 +83,23 @@ def test_send_shapes_counts_and_receive_returns_the_arrays() -> None:
     assert snap.compression_ratio < 1.0
     flat = counter.snapshot_dict()
     assert flat["wire_bytes"] == sum(map(len, frames)) and flat["ps<->w2:frames"] == 1
+
+
+def test_carry_waits_and_counts_a_frame_of_any_codec_and_nothing_on_a_cut_link() -> None:
+    """``carry``: the one call the actors send an already encoded frame through (activations,
+    gradients, chunks, checkpoints): the link's time for its wire bytes, then its count."""
+    clock, counter = FakeClock(), ByteCounter()
+    shaped = ShapedLink(_link(8.0, 0.0), sleep=clock.sleep)
+
+    carry(shaped, 1_000, counter, raw_bytes=4_000)
+    carry(shaped, 500, counter)  # raw defaults to the wire bytes (a checkpoint's blob)
+    carry(shaped, 250)  # timed, not counted (the weights a profiler pulls back)
+    shaped.cut()
+    with pytest.raises(LinkDown):
+        carry(shaped, 1_000, counter)
+
+    assert clock.sleeps == pytest.approx([1e-3, 5e-4, 2.5e-4])
+    assert counter.snapshot().per_link[("ps", "w1")] == LinkBytes(2, 4_500, 1_500)
 
 
 def test_counter_is_thread_safe_and_snapshots_are_frozen() -> None:

@@ -28,7 +28,9 @@ def _samples(manager: ManagerProcess, family: str) -> dict[tuple[tuple[str, str]
 
 @pytest.mark.timeout(600)
 def test_a_killed_worker_is_a_fault_a_strike_and_a_replan(manager: ManagerProcess) -> None:
-    job = manager.post("/api/v1/jobs", {"kind": "update", "spec": {"epochs": 3}})
+    # the apps are off: this checks the fault path (and that the flag leaves them out)
+    job = manager.post("/api/v1/jobs", {"kind": "update",
+                                        "spec": {"epochs": 3, "background_apps": False}})
     deadline = time.monotonic() + 300
     while (manager.get(f"/api/v1/jobs/{job['id']}")["summary"].get("epoch") or 0) < 1:
         assert time.monotonic() < deadline
@@ -37,6 +39,7 @@ def test_a_killed_worker_is_a_fault_a_strike_and_a_replan(manager: ManagerProces
     assert fault["kind"] == "kill" and fault["target"].endswith("nano-1")
     done = manager.wait_job(job["id"], timeout_s=300)
     assert done["state"] == "succeeded" and done["summary"]["restarts"] >= 1, done
+    assert done["summary"]["apps"] == 0 == done["summary"]["app_periods"]
     kinds = [e["kind"] for e in manager.get(f"/api/v1/jobs/{job['id']}/events")]
     assert "fault" in kinds and "strike" in kinds and "replan" in kinds
     assert manager.get("/api/v1/strikes")["strikes"]["nano-1"] >= 1

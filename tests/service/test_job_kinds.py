@@ -28,7 +28,8 @@ def _light(examples: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
         "continual": {**examples["continual"], "streams": 1, "windows": 1,
                       "workload": DIGITS},
         "sites": {**examples["sites"], "workload": DIGITS},
-        "modelparallel": {**examples["modelparallel"], "iterations": 6, "workload": DIGITS},
+        "modelparallel": {**examples["modelparallel"], "iterations": 6, "batch_size": 64,
+                          "workload": DIGITS},
     }
 
 

@@ -22,7 +22,7 @@ CLIENTS, REQUESTS, PER_CLIENT_RPS = 10, 200, 10
 PATHS = ("/api/v1/jobs/{job}", "/metrics", "/api/v1/health", "/api/v1/devices/metrics",
          "/api/v1/jobs?limit=20")
 EPOCHS, TRAINING_SAMPLES = 8, 1437
-SPEC = {"epochs": EPOCHS, "seed": 3,
+SPEC = {"epochs": EPOCHS, "seed": 3, "background_apps": False,
         "batch_sizes": {"tx2-0": 16, "nano-0": 16, "nano-1": 16, "nano-2": 16}}
 """About 0.7 s an epoch on an idle 2-core host; the load (about 2 s) starts after the
 first epoch."""

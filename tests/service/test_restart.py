@@ -22,7 +22,7 @@ EPOCHS = 4
 def _specs(manager: ManagerProcess) -> dict[str, dict[str, Any]]:
     specs = {e["kind"]: e["spec"] for e in manager.get("/api/v1/jobs/examples")}
     # the update long enough to be killed mid-job; the pipeline serving until it is killed
-    return {"update": {**specs["update"], "epochs": EPOCHS},
+    return {"update": {**specs["update"], "epochs": EPOCHS, "background_apps": False},
             "pipeline": {**specs["pipeline"], "requests": 10, "switch_after": None,
                          "serve_seconds": 600.0}}
 

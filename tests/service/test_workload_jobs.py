@@ -96,7 +96,8 @@ def test_the_served_manager_trains_the_workload(manager: ManagerProcess,
     import shutil
 
     shutil.copytree(data_folder / "shapes", manager.state_dir / "data" / "shapes")
-    job = manager.post(JOBS, {"kind": "update", "spec": {"workload": MOBILENET, "epochs": 2}})
+    job = manager.post(JOBS, {"kind": "update", "spec": {"workload": MOBILENET, "epochs": 2,
+                                                         "background_apps": False}})
     done = manager.wait_job(job["id"], timeout_s=300)
     assert done["state"] == "succeeded", done
     plan = manager.get(f"{JOBS}/{job['id']}/plan")

@@ -196,12 +196,15 @@ def run(file: ClusterFile, policy: str = PolicyName, state: list[str] = States,
         target_accuracy: float = typer.Option(0.0, min=0.0, max=1.0,
                                               help="stop early at this accuracy (0: off)"),
         workload: Path | None = WorkloadOpt, address: str = Address,
-        models: str = ModelsOpt, mode: str = ModeOpt) -> None:
+        models: str = ModelsOpt, mode: str = ModeOpt,
+        apps: bool = typer.Option(True, "--apps/--no-apps",
+                                  help="run the cluster's background apps beside the "
+                                  "training (--no-apps: train alone)")) -> None:
     """Plan with POLICY, then run the update on the cluster (emulated, or joined with
     --address) with every background app really running, training the digits CNN or, with
     --workload, your model on your data; report epochs and each app's deadline misses."""
     run_plan(file, policy, state, epochs, target_accuracy, address, workload, _name(models),
-             checked_mode(mode))
+             checked_mode(mode), apps)
 
 
 # A Nano under CPU and GPU stress: SIFT meets its deadline idle (175 ms) but not with training.
@@ -211,7 +214,7 @@ DEMO_STATE = "nano-2=65,75,30"
 def run_plan(file: Path, policy: str, state: list[str], epochs: int,
              target_accuracy: float, address: str | None = None,
              workload_file: Path | None = None, models: str = CALIBRATED,
-             mode: Mode = "async") -> UpdateRun:
+             mode: Mode = "async", apps: bool = True) -> UpdateRun:
     """Plan (with the performance models ``models``), show the plan, run it with the
     background apps (on the emulated cluster, or the one at ``address``), show the
     measurements."""
@@ -232,13 +235,15 @@ def run_plan(file: Path, policy: str, state: list[str], epochs: int,
     try:
         with TrainingProgress(epochs, samples) as progress:
             done = execute(runtime, problem, result, config=config,
-                           ledger=StrikeLedger(state_dir() / "strikes.json"), events=progress)
+                           ledger=StrikeLedger(state_dir() / "strikes.json"), events=progress,
+                           background_apps=apps)
     finally:
         runtime.shutdown()
     print_fitted(result_table(done.result), out)
     if target_accuracy:
         err.print(reached_line(done.result, target_accuracy))
-    print_fitted(apps_table(done.apps), out)
+    if apps:
+        print_fitted(apps_table(done.apps), out)
     if runtime.time_dilation != 1.0:
         err.print(f"This cluster runs {runtime.time_dilation:.2f}x slower than its devices "
                   "(a testbed's time dilation): epoch seconds above are measured here, the "

@@ -33,6 +33,7 @@ from edgewise.runtime.plan import TrainConfig
 from edgewise.runtime.ray_cluster import RayRuntime
 from edgewise.runtime.shaping import ByteCounter, ShapedLink
 from edgewise.runtime.trainstate import FlatState
+from edgewise.runtime.transport import carry
 from edgewise.wire.frames import encode
 
 __all__ = ["DeviceProbe", "DeviceProfiler", "device_grid", "device_state", "profile_device"]
@@ -61,10 +62,9 @@ class DeviceProfiler:
             self.flat = FlatState(model)
         self.flat.check_grads()
         frame = self.flat.gradients_frame(ids, self.compression)  # type: ignore[arg-type]
-        self.link.transmit(len(frame))
-        self.counter.record(self.link.key, raw_bytes=self.flat.nbytes, wire_bytes=len(frame))
+        carry(self.link, len(frame), self.counter, raw_bytes=self.flat.nbytes)
         weights = ray.get(self.ps.push_async.remote(np.frombuffer(frame, np.uint8)))
-        self.link.transmit(len(weights))
+        carry(self.link, len(weights))
         self.flat.load_weights(weights)
         self.flat.zero_grad()
 

@@ -23,6 +23,7 @@ from edgewise.cluster.model import Link
 from edgewise.nn.models import make_optimizer
 from edgewise.runtime.emulation import emulated_compute
 from edgewise.runtime.shaping import ByteCounter, ShapedLink
+from edgewise.runtime.transport import carry
 from edgewise.wire.activation import ActivationCodec, decode_activation, encode_activation
 from edgewise.wire.state import encode_state_dict, materialize
 
@@ -82,7 +83,7 @@ class TrainStage:
         first stage first waits the batch's transfer time from its origin device, if any."""
         t0 = time.perf_counter()
         if self.first and self._input is not None:
-            self._input.transmit(len(frame))
+            carry(self._input, len(frame))
         t1 = time.perf_counter()
         with emulated_compute(self.stretch):
             x, meta = decode_activation(frame)
@@ -129,10 +130,8 @@ class TrainStage:
 
     def _send(self, link: ShapedLink | None, frame: bytes, raw_bytes: int) -> None:
         """Wait the emulated transfer time of ``frame`` over ``link`` and count its bytes."""
-        if link is None:
-            return
-        link.transmit(len(frame))
-        self.counter.record(link.key, raw_bytes=raw_bytes, wire_bytes=len(frame))
+        if link is not None:
+            carry(link, len(frame), self.counter, raw_bytes=raw_bytes)
 
     def _account(self, step: int, compute_s: float, transfer_s: float) -> None:
         seconds = self._seconds.setdefault(step, [0.0, 0.0])

@@ -16,6 +16,7 @@ from edgewise.cluster.model import Link
 from edgewise.nn.slices import SliceWeights, load_slice
 from edgewise.runtime.emulation import emulated_compute
 from edgewise.runtime.shaping import ByteCounter, ShapedLink
+from edgewise.runtime.transport import carry
 from edgewise.wire.activation import ActivationCodec, decode_activation, encode_activation
 from edgewise.wire.state import materialize
 
@@ -43,8 +44,7 @@ class _Hop:
         with self._wire:
             if self._link is None:
                 raise RuntimeError(f"{type(self).__name__} is not connected")
-            self._link.transmit(len(frame))
-            self.counter.record(self._link.key, raw_bytes=raw_bytes, wire_bytes=len(frame))
+            carry(self._link, len(frame), self.counter, raw_bytes=raw_bytes)
             self._next.process.remote(frame)
 
 

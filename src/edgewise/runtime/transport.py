@@ -18,7 +18,24 @@ from edgewise.wire.frames import (
 if TYPE_CHECKING:  # shaping imports the wire errors; send only needs the types
     from edgewise.runtime.shaping import ByteCounter, ShapedLink
 
-__all__ = ["receive", "send"]
+__all__ = ["carry", "receive", "send"]
+
+
+def carry(link: ShapedLink, wire_bytes: int, counter: ByteCounter | None = None, *,
+          raw_bytes: int | None = None) -> None:
+    """The one shaped-link call every actor sends through: wait the link's emulated
+    transfer time for ``wire_bytes`` (a frame encoded, and compressed, by its own codec),
+    then count them, and the ``raw_bytes`` they carry (default: as many), on ``counter``.
+
+    Raises
+    ------
+    LinkDown
+        The link is cut; nothing is counted.
+    """
+    link.transmit(wire_bytes)
+    if counter is not None:
+        counter.record(link.key, raw_bytes=wire_bytes if raw_bytes is None else raw_bytes,
+                       wire_bytes=wire_bytes)
 
 
 def send(
@@ -39,9 +56,7 @@ def send(
         The tensors cannot be encoded (see :func:`encode`).
     """
     frame = encode(tensors, compression=compression, meta=meta)
-    link.transmit(len(frame))
-    if counter is not None:
-        counter.record(link.key, raw_bytes=raw_nbytes(tensors), wire_bytes=len(frame))
+    carry(link, len(frame), counter, raw_bytes=raw_nbytes(tensors))
     return frame
 
 

@@ -21,6 +21,7 @@ from edgewise.runtime.emulation import emulated_compute
 from edgewise.runtime.heartbeat import Heartbeat
 from edgewise.runtime.shaping import ByteCounter, ShapedLink
 from edgewise.runtime.trainstate import FlatState, Frame, frame_view, read_frames
+from edgewise.runtime.transport import carry
 from edgewise.wire.frames import decode
 
 __all__ = ["Worker"]
@@ -69,9 +70,8 @@ class Worker:
         frames: list[bytes] = []
         for part in chunks(np.asarray(positions, np.int64), chunk_samples or len(positions)):
             frame: bytes = ray.get(store.shard.remote(self.name, part))
-            self.store_link.transmit(len(frame))
             raw = sum(a.nbytes for a in decode(frame).arrays.values())
-            self.counter.record(self.store_link.key, raw_bytes=raw, wire_bytes=len(frame))
+            carry(self.store_link, len(frame), self.counter, raw_bytes=raw)
             frames.append(frame)
         data = read_frames(frames, self.workload)
         self.x, self.y = torch.from_numpy(data.x), torch.from_numpy(data.y)
@@ -79,10 +79,9 @@ class Worker:
         return sum(len(f) for f in frames)
 
     def _load_weights(self, frame: Frame) -> None:
-        self.ps_link.transmit(len(frame))
         decoded = decode(frame_view(frame))
         raw = sum(a.nbytes for a in decoded.arrays.values())
-        self.counter.record(self.ps_link.key, raw_bytes=raw, wire_bytes=len(frame))
+        carry(self.ps_link, len(frame), self.counter, raw_bytes=raw)
         self.flat.load_weights(decoded)
         self.version = int(decoded.meta.get("updates", 0))
 
@@ -98,9 +97,7 @@ class Worker:
         ids = self.ids[index]
         frame = self.flat.gradients_frame(ids, self.compression,  # type: ignore[arg-type]
                                           base=self.version)
-        self.ps_link.transmit(len(frame))
-        self.counter.record(self.ps_link.key, raw_bytes=self.flat.nbytes + ids.nbytes,
-                            wire_bytes=len(frame))
+        carry(self.ps_link, len(frame), self.counter, raw_bytes=self.flat.nbytes + ids.nbytes)
         array = np.frombuffer(frame, np.uint8)  # Ray passes arrays without a bytes copy
         if self.sync:
             return self.ps.push_sync.remote(self.device, step, array)

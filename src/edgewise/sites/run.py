@@ -26,6 +26,7 @@ from edgewise.runtime.launch import MemberSpec, monitor_handle
 from edgewise.runtime.limiting import Limiter, run_inline
 from edgewise.runtime.ray_cluster import RayRuntime, start_local
 from edgewise.runtime.shaping import ByteCounter, ShapedLink
+from edgewise.runtime.transport import carry
 from edgewise.sites.chunks import check_data, chunk_frame, load_data
 from edgewise.sites.jobdata import JobData, checked_workloads, job_data
 from edgewise.sites.jobstate import JobState
@@ -153,9 +154,7 @@ class SiteStore:
         self.held[job] = {k: v[~mask] for k, v in have.items()}
         frame = chunk_frame(out, self.compression)
         shaped = ShapedLink(link, time_scale=self.time_scale)
-        shaped.transmit(len(frame))
-        raw = sum(int(v.nbytes) for v in out.values())
-        self.counter.record(shaped.key, raw_bytes=raw, wire_bytes=len(frame))
+        carry(shaped, len(frame), self.counter, raw_bytes=sum(int(v.nbytes) for v in out.values()))
         ray.get(to.accept.remote(job, frame))
         return len(frame)
 

@@ -16,6 +16,7 @@ import ray
 from edgewise.runtime.launch import MemberSpec
 from edgewise.runtime.ray_cluster import RayRuntime
 from edgewise.runtime.shaping import ByteCounter, ShapedLink
+from edgewise.runtime.transport import carry
 from edgewise.sites.jobstate import JobState
 from edgewise.sites.problem import JobSlot
 from edgewise.sites.sitemap import JobDevices, SiteDevices, allocate_slot, link_between
@@ -178,9 +179,7 @@ class SlotRunner:
             return
         link = ShapedLink(link_between(self.runtime, state.checkpoint_device,
                                        ps_device), time_scale=self.settings.time_scale)
-        link.transmit(len(state.checkpoint))
-        self.counter.record(link.key, raw_bytes=len(state.checkpoint),
-                            wire_bytes=len(state.checkpoint))
+        carry(link, len(state.checkpoint), self.counter)
         self.checkpoint_bytes += len(state.checkpoint)
         state.checkpoint_device = ps_device
 

@@ -214,7 +214,7 @@ def _execute(spec: TrainJobSpec, planned: Planned, ctx: JobContext) -> dict[str,
     done = execute(ctx.runtime, job_plan.problem, job_plan.executed, config=config,
                    ledger=ctx.ledger, events=_events(spec, ctx),
                    checkpoint_dir=ctx.work_dir / "checkpoints", resume=ctx.resumed,
-                   limited=ctx.limited)
+                   limited=ctx.limited, background_apps=spec.background_apps)
     _report_apps(done, ctx, planned.view)
     result = done.result
     last = result.epochs[-1] if result.epochs else None

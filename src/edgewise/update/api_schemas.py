@@ -224,6 +224,9 @@ class TrainJobSpec(BaseModel):
     target_accuracy: float | None = Field(
         default=None, gt=0, le=1, description="stop early once validation accuracy reaches it")
     seed: int = Field(default=0, ge=0, le=MAX_SEED)
+    background_apps: bool = Field(
+        default=True, description="run the cluster's background apps beside the training and "
+        "report their deadline misses, as `update run` does (false: `update run --no-apps`)")
 
     @model_validator(mode="after")
     def _unique_workers(self) -> TrainJobSpec:

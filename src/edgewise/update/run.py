@@ -102,7 +102,8 @@ def policy_replan(problem: UpdateProblem, policy: str, seed: int = 0) -> Replan:
 def execute(runtime: RayRuntime, problem: UpdateProblem, plan: UpdatePlan | TrainPlan, /, *,
             config: TrainConfig | None = None, ledger: StrikeLedger | None = None,
             events: Events | None = None, checkpoint_dir: Path | None = None,
-            resume: bool = False, limited: Limiter = run_inline) -> UpdateRun:
+            resume: bool = False, limited: Limiter = run_inline,
+            background_apps: bool = True) -> UpdateRun:
     """Carry out the plan a policy made for ``problem`` (the anatomy's executor; the
     command line's ``update run`` and the manager's ``update`` jobs both call it): start
     every background app of the runtime's cluster on its device, train the plan's shards
@@ -111,7 +112,8 @@ def execute(runtime: RayRuntime, problem: UpdateProblem, plan: UpdatePlan | Trai
     misses. ``plan`` is the policy's (shard proportions) or, for a job whose spec gives the
     shards, the engine's plan itself. After a fault the engine re-plans through the plan's
     policy on the devices left (:func:`policy_replan`); a given plan re-plans with equal
-    shards. ``checkpoint_dir``, ``resume`` and ``limited`` are the engine's. On a cluster
+    shards. ``checkpoint_dir``, ``resume`` and ``limited`` are the engine's. Without
+    ``background_apps`` the training runs alone (no app statistics). On a cluster
     that runs slower than its devices (``runtime.time_dilation``) the apps' periods and
     deadlines stretch alike, and their execution times are given in device time."""
     cluster, dilation = runtime.cluster, runtime.time_dilation
@@ -126,7 +128,7 @@ def execute(runtime: RayRuntime, problem: UpdateProblem, plan: UpdatePlan | Trai
     apps = [BackgroundAppActor.options(  # type: ignore[attr-defined]
         **runtime.actor_options(a.device, 128, name=f"app-{a.name}")
     ).remote(a.name, a.kind, a.period_ms * dilation, a.deadline_ms * dilation, i)
-        for i, a in enumerate(cluster.background_apps)]
+        for i, a in enumerate(cluster.background_apps if background_apps else ())]
     try:
         result = train(runtime, config, train_plan, ledger=ledger, replan=replan,
                        events=events, checkpoint_dir=checkpoint_dir, resume=resume,
