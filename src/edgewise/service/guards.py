@@ -194,14 +194,10 @@ Headers = list[tuple[bytes, bytes]]
 def guarded_protocol(limits: ConnectionLimits,
                      proves: Callable[[Headers], bool] = lambda headers: False,
                      ) -> Callable[..., Any]:
-    """An httptools protocol class for uvicorn (``Config(http=...)``) that refuses
-    connections beyond ``limits.max_connections``; keeps those that have not yet sent a
-    request head that ``proves`` the token within the unproven caps (evicting the oldest;
-    see ``connections``); closes a connection whose first request head is not complete
-    within ``first_head_timeout_s`` (a later one: ``header_timeout_s``); and answers a
-    malformed request with JSON. (httptools, not h11: the manager's cost per request is
-    mostly parsing, and httptools parses in C: 0.47 against 0.67 ms of CPU per health
-    check, measured with psutil.)"""
+    """A uvicorn httptools protocol: at most ``limits.max_connections``; the unproven (no
+    head that ``proves`` the token yet) within their caps, oldest evicted; a late head
+    closes (``first_head_timeout_s``, then ``header_timeout_s``); malformed: JSON 400.
+    (httptools parses in C: 0.47 ms CPU per health check against h11's 0.67, psutil.)"""
     unproven = Unproven(limits.max_unproven, limits.max_unproven_per_address,
                         grace_s=limits.grace_s)
 
@@ -252,13 +248,18 @@ def guarded_protocol(limits: ConnectionLimits,
                 self._arm_head_deadline()
 
         def send_400_response(self, msg: str) -> None:
-            payload = json.dumps({"detail": "malformed HTTP request"}).encode()
-            self.transport.write(b"".join([
-                b"HTTP/1.1 400 Bad Request\r\ncontent-type: application/json\r\n",
-                b"content-length: %d\r\nconnection: close\r\n\r\n" % len(payload), payload]))
-            self.transport.close()
+            _answer_malformed(self.transport)
 
     return GuardedHttpToolsProtocol
+
+
+def _answer_malformed(transport: asyncio.Transport) -> None:
+    """A 400 in JSON for a request httptools cannot parse, then close."""
+    payload = json.dumps({"detail": "malformed HTTP request"}).encode()
+    transport.write(b"".join([
+        b"HTTP/1.1 400 Bad Request\r\ncontent-type: application/json\r\n",
+        b"content-length: %d\r\nconnection: close\r\n\r\n" % len(payload), payload]))
+    transport.close()
 
 
 class RateLimitFilter(logging.Filter):
