@@ -30,11 +30,12 @@ from dataclasses import dataclass
 from functools import cache
 from importlib.metadata import entry_points
 from types import ModuleType
-from typing import Any, Literal, Protocol, TypeVar, runtime_checkable
-
-import numpy as np
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar, runtime_checkable
 
 from edgewise.errors import ConfigError
+
+if TYPE_CHECKING:  # annotations only: a card costs no NumPy import (the CLI's start)
+    import numpy as np
 
 __all__ = [
     "ENTRY_POINT_GROUP", "Executor", "OnlinePolicy", "Outcome", "Policy", "Problem", "Simulate",
@@ -194,19 +195,41 @@ class Executor(Protocol[ProblemT, PlanT_in]):
                  **options: Any) -> Any: ...
 
 
-def lazy_facade(package: str, exports: Mapping[str, str]) -> Any:
-    """A package's ``__getattr__`` (PEP 562) for its public names: ``exports`` maps each
-    name to the module of the package that defines it, imported on first use. So that
-    ``from edgewise.update import execute`` is the one way the CLI and the service reach a
+def lazy_facade(package: str, source: str) -> Any:
+    """A package's ``__getattr__`` (PEP 562) for its public names: the names its
+    ``if TYPE_CHECKING:`` block imports from its own modules (``source``: the package's
+    ``__init__.py``), each imported from that module on first use. So that ``from
+    edgewise.update import execute`` is the one way the CLI and the service reach a
     problem, while importing the package (a worker importing ``edgewise.update.policies``)
-    loads nothing else. The package's ``TYPE_CHECKING`` imports give mypy the same names."""
+    loads nothing else; mypy reads the same block, so the two cannot drift. The block is
+    parsed at the first name looked up, not when the package is imported (as
+    scientific-python's ``lazy_loader.attach_stub`` reads a ``.pyi``)."""
+    exports: dict[str, str] = {}
 
     def __getattr__(name: str) -> Any:
+        if not exports:
+            exports.update(_type_checking_imports(package, source))
         module = exports.get(name)
         if module is None:
             raise AttributeError(f"module {package!r} has no attribute {name!r}")
-        value = getattr(importlib.import_module(f"{package}.{module}"), name)
+        value = getattr(importlib.import_module(module), name)
         setattr(importlib.import_module(package), name, value)
         return value
 
     return __getattr__
+
+
+def _type_checking_imports(package: str, source: str) -> dict[str, str]:
+    """Name → module of every ``from <package>.<module> import name`` inside an
+    ``if TYPE_CHECKING:`` block of the file ``source``."""
+    import ast
+    from pathlib import Path
+
+    found: dict[str, str] = {}
+    for node in ast.parse(Path(source).read_text()).body:
+        if isinstance(node, ast.If) and getattr(node.test, "id", None) == "TYPE_CHECKING":
+            for item in node.body:
+                if isinstance(item, ast.ImportFrom) and (item.module or "").startswith(
+                        package + "."):
+                    found.update((a.asname or a.name, str(item.module)) for a in item.names)
+    return found

@@ -51,29 +51,7 @@ PROBLEM = Problem(
                    "window"))
 """This problem's card (entry point ``edgewise.problems``): the one place it is named."""
 
-_EXPORTS = {
-    "MicroProfile": "microprofiler",
-    "microprofile": "microprofiler",
-    "prepare_window": "microprofiler",
-    "get_policy": "policies",
-    "DEVICE": "run",
-    "LiveProblem": "run",
-    "RunSettings": "run",
-    "WindowResult": "run",
-    "edge_cluster": "run",
-    "execute": "run",
-    "offline_inference_options": "run",
-    "plan_window": "run",
-    "SimOutcome": "sim",
-    "TraceProblem": "sim",
-    "simulate": "sim",
-    "EdgeModels": "workload",
-    "edge_models": "workload",
-    "frame_streams": "workload",
-}
-"""The package's public names → the module that defines each (loaded on first use)."""
-
-__getattr__ = lazy_facade(__name__, _EXPORTS)
+__getattr__ = lazy_facade(__name__, __file__)  # the names of the TYPE_CHECKING block
 
 __all__ = [
     "DEVICE",

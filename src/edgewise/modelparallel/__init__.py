@@ -52,42 +52,7 @@ PROBLEM = Problem(
                    "round by round"))
 """This problem's card (entry point ``edgewise.problems``): the one place it is named."""
 
-_EXPORTS = {
-    "load_agents": "agentfile",
-    "save_agents": "agentfile",
-    "QAgent": "agents",
-    "METHOD_NAMES": "benchfigs",
-    "check_model": "jobs",
-    "srole_models": "models",
-    "random_network": "network",
-    "get_method": "policies",
-    "KAPPA": "rounds",
-    "RoundResult": "rounds",
-    "random_round": "rounds",
-    "SimOutcome": "sim",
-    "SroleProblem": "sim",
-    "simulate": "sim",
-    "play_round": "training",
-    "pretrain": "training",
-    "ModelRef": "workloads",
-    "cluster_network": "emulated",
-    "BENCH_BATCH": "realbench",
-    "BENCH_WIDTH": "realbench",
-    "LR": "realbench",
-    "OPTIMIZER": "realbench",
-    "bench_model": "realbench",
-    "digits_batches": "realbench",
-    "sequential_job": "realbench",
-    "sequential_levels": "realbench",
-    "spread_placement": "realbench",
-    "execute": "run",
-    "spread_training": "realjob",
-    "Plan": "schedule",
-    "Round": "schedule",
-}
-"""The package's public names → the module that defines each (loaded on first use)."""
-
-__getattr__ = lazy_facade(__name__, _EXPORTS)
+__getattr__ = lazy_facade(__name__, __file__)  # the names of the TYPE_CHECKING block
 
 __all__ = [
     "BENCH_BATCH",

@@ -44,39 +44,7 @@ PROBLEM = Problem(
     policy_kind="a pure function plan = policy(problem, rng)")
 """This problem's card (entry point ``edgewise.problems``): the one place it is named."""
 
-_EXPORTS = {
-    "Splitter": "dispatcher",
-    "random_instance": "generate",
-    "PipelinePlan": "problem",
-    "PipelineProblem": "problem",
-    "get_policy": "policies",
-    "BENCH_CLUSTER": "realrun",
-    "bench_model": "realrun",
-    "bench_problem": "realrun",
-    "Dispatcher": "run",
-    "PipelineRun": "run",
-    "Result": "run",
-    "execute": "run",
-    "PipelineOutcome": "sim",
-    "simulate": "sim",
-    "OutputCheck": "workload",
-    "compare_outputs": "workload",
-    "folder_inputs": "workload",
-    "model_and_example": "workload",
-    "partitioned": "workload",
-    "random_inputs": "workload",
-    "reference_outputs": "workload",
-    "workload_problem": "workload",
-    "serve": "scale",
-    "whole_model_outputs": "scale",
-    "load_model": "scale_run",
-    "plan_on": "scale_run",
-    "run_json": "scale_run",
-    "setup": "scale_run",
-}
-"""The package's public names → the module that defines each (loaded on first use)."""
-
-__getattr__ = lazy_facade(__name__, _EXPORTS)
+__getattr__ = lazy_facade(__name__, __file__)  # the names of the TYPE_CHECKING block
 
 __all__ = [
     "BENCH_CLUSTER",

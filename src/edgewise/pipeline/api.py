@@ -56,6 +56,7 @@ from edgewise.pipeline.dispatcher import Dispatcher
 from edgewise.pipeline.generate import random_instance
 from edgewise.pipeline.policies import get_policy
 from edgewise.pipeline.problem import PipelinePlan, PipelineProblem
+from edgewise.pipeline.workload import stage_nodes
 from edgewise.wire.activation import ActivationCodec
 
 __all__ = ["API", "PIPELINE_KIND", "cluster_problem", "plan_request", "router", "serving_model"]
@@ -96,21 +97,10 @@ def cluster_problem(cluster: Cluster, chain: ModelChain, devices: list[str] | No
     """The placement problem on ``cluster``: nodes ``devices`` (default: all but the
     dispatcher), each offering its memory (at most ``memory_cap_mb``), the cluster's
     bandwidths between them and the dispatcher, raw float32 activations."""
-    nodes = devices if devices is not None else [
-        n for n in cluster.device_names if n != dispatcher]
-    unknown = sorted(set(nodes) - set(cluster.device_names))
-    if unknown:
-        raise ConfigError(f"no such device in the cluster: {', '.join(unknown)}",
-                          field="devices")
-    if dispatcher in nodes or not nodes:
-        raise ConfigError("the stages need devices other than the dispatcher's",
-                          field="devices")
-    names = (dispatcher, *nodes)
-    bw = np.array([[0.0 if a == b else cluster.link(a, b).bandwidth_mbps for b in names]
-                   for a in names])
+    nodes, bw = stage_nodes(cluster, dispatcher, devices)
     cap = memory_cap_mb if memory_cap_mb is not None else float("inf")
     memory = tuple(int(min(cluster.device(n).memory_mb, cap) * MB) for n in nodes)
-    return PipelineProblem(chain, tuple(nodes), memory, bw, compression=1.0,
+    return PipelineProblem(chain, nodes, memory, bw, compression=1.0,
                            dispatcher=dispatcher)
 
 

@@ -28,7 +28,7 @@ from edgewise.wire.activation import ActivationCodec
 
 __all__ = ["EXACT_ATOL", "VACUOUS_ABS", "OutputCheck", "chain_problem", "compare_outputs",
            "folder_inputs", "model_and_example", "partitioned", "random_inputs",
-           "reference_outputs", "serve_and_check", "workload_problem"]
+           "reference_outputs", "serve_and_check", "stage_nodes", "workload_problem"]
 
 _DIGITS_SHAPE = (1, 8, 8)
 EXACT_ATOL = 1e-4
@@ -150,6 +150,17 @@ def chain_problem(cluster: Cluster, chain: ModelChain, *, min_stages: int = 3,
         total = sum(chain.memory_bytes)
         share = total if min_stages <= 1 else math.ceil(total / (min_stages - 1)) - 1
         node_memory_bytes = max(share, max(chain.memory_bytes))
+    names, bw = stage_nodes(cluster, dispatcher, nodes)
+    return PipelineProblem(chain, names, (node_memory_bytes,) * len(names), bw,
+                           compression=1.0, dispatcher=dispatcher)
+
+
+def stage_nodes(cluster: Cluster, dispatcher: str, nodes: Sequence[str] | None = None
+                ) -> tuple[tuple[str, ...], np.ndarray[Any, Any]]:
+    """The devices that may run stages (``nodes``, default every device but the
+    dispatcher) and the bandwidths (Mbps) between the dispatcher and them, dispatcher
+    first; ConfigError (``devices``) for a device the cluster lacks, the dispatcher among
+    them, or none."""
     names = tuple(d.name for d in cluster.devices if d.name != dispatcher) if nodes is None \
         else tuple(nodes)
     unknown = sorted(set(names) - set(cluster.device_names))
@@ -157,13 +168,12 @@ def chain_problem(cluster: Cluster, chain: ModelChain, *, min_stages: int = 3,
         raise ConfigError(f"no such device in the cluster: {', '.join(unknown)}",
                           field="devices")
     if not names or dispatcher in names:
-        raise ConfigError("the cluster has no device for a stage but the dispatcher's",
+        raise ConfigError("the stages need devices other than the dispatcher's",
                           field="devices")
     ends = (dispatcher, *names)
     bw = np.array([[0.0 if a == b else cluster.link(a, b).bandwidth_mbps for b in ends]
                    for a in ends])
-    return PipelineProblem(chain, names, (node_memory_bytes,) * len(names), bw,
-                           compression=1.0, dispatcher=dispatcher)
+    return names, bw
 
 
 @torch.no_grad()

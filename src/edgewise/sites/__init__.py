@@ -36,25 +36,7 @@ PROBLEM = Problem(
                    "ahead of execute)"))
 """This problem's card (entry point ``edgewise.problems``): the one place it is named."""
 
-_EXPORTS = {
-    "Plan": "problem",
-    "SitesProblem": "problem",
-    "demo_problem": "realbench",
-    "real_problem": "realbench",
-    "SiteRunConfig": "run",
-    "SitesRun": "run",
-    "emulated_cluster": "run",
-    "execute": "run",
-    "execute_emulated": "run",
-    "default_scenario": "scenario",
-    "load_scenario": "scenario",
-    "SimResult": "sim",
-    "plan_schedule": "sim",
-    "simulate": "sim",
-}
-"""The package's public names → the module that defines each (loaded on first use)."""
-
-__getattr__ = lazy_facade(__name__, _EXPORTS)
+__getattr__ = lazy_facade(__name__, __file__)  # the names of the TYPE_CHECKING block
 
 __all__ = [
     "PROBLEM", "Plan", "SimResult", "SiteRunConfig", "SitesProblem", "SitesRun",

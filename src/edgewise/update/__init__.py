@@ -36,27 +36,7 @@ PROBLEM = Problem(
     policy_kind="a pure function plan = policy(problem, rng)")
 """This problem's card (entry point ``edgewise.problems``): the one place it is named."""
 
-_EXPORTS = {
-    "CALIBRATED": "models",
-    "NAME_PATTERN": "models",
-    "REGISTRY": "policies",
-    "get_policy": "policies",
-    "UpdatePlan": "problem",
-    "UpdateProblem": "problem",
-    "APP_COLUMNS": "run",
-    "UpdateRun": "run",
-    "app_row": "run",
-    "cluster_problem": "run",
-    "execute": "run",
-    "to_train_plan": "run",
-    "UpdateOutcome": "sim",
-    "score": "sim",
-    "simulate": "sim",
-    "load_models": "models",
-}
-"""The package's public names → the module that defines each (loaded on first use)."""
-
-__getattr__ = lazy_facade(__name__, _EXPORTS)
+__getattr__ = lazy_facade(__name__, __file__)  # the names of the TYPE_CHECKING block
 
 __all__ = [
     "APP_COLUMNS",
