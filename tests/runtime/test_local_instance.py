@@ -42,3 +42,28 @@ def test_clusters_naming_one_device_share_the_instance_apart() -> None:
     a.shutdown()
     assert ray.is_initialized() and pool.running()  # the instance outlives a shared runtime
     ray.kill(probe)
+
+
+def test_a_shutdown_ends_all_but_the_latest_nodes_and_a_trimmed_cluster_comes_back() -> None:
+    """Idle nodes cost CPU: a shared runtime's shutdown keeps only the ``KEPT_NODES`` most
+    recently used added nodes; a cluster whose node was ended gets one again and runs."""
+    from edgewise.runtime.local_instance import KEPT_NODES
+
+    pool = shared()
+    assert pool is not None
+    pool.trim(keep=0)
+    clusters = [_one_nano(f"trim-{k}", 1100 + k) for k in range(KEPT_NODES + 2)]
+    runtimes = [start_local(c) for c in clusters]  # type: ignore[arg-type]
+    assert len(pool.nodes) == KEPT_NODES + 2
+    runtimes[-1].shutdown()
+    assert len(pool.nodes) == KEPT_NODES
+    kept = {key for _, keys in pool.nodes for key in keys}
+    assert f"device:{runtimes[-1].tag}nano-0" in kept  # the latest stays
+    assert f"device:{runtimes[0].tag}nano-0" not in kept  # the oldest went
+    added = pool.added
+    first = start_local(clusters[0])  # type: ignore[arg-type]
+    assert pool.added == added + 1 and first.tag == runtimes[0].tag
+    probe = _Probe.options(**first.actor_options("nano-0", 1000)).remote()  # type: ignore[attr-defined]
+    assert ray.get(probe.answer.remote(), timeout=60) == 42
+    first.shutdown()
+    assert len(pool.nodes) == KEPT_NODES

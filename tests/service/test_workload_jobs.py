@@ -96,7 +96,10 @@ def test_the_served_manager_trains_the_workload(manager: ManagerProcess,
     import shutil
 
     shutil.copytree(data_folder / "shapes", manager.state_dir / "data" / "shapes")
+    # one worker: each worker process imports transformers to build the model (seconds of
+    # CPU each); how the samples are shared out is tested on the engine
     job = manager.post(JOBS, {"kind": "update", "spec": {"workload": MOBILENET, "epochs": 2,
+                                                         "workers": ["tx2-0"],
                                                          "background_apps": False}})
     done = manager.wait_job(job["id"], timeout_s=300)
     assert done["state"] == "succeeded", done

@@ -185,8 +185,11 @@ class RayRuntime:
             return
         if self.owned:
             ray.shutdown()
-        else:
-            kill_named_actors()
+            return
+        kill_named_actors()
+        pool = shared()
+        if pool is not None:
+            pool.trim()
 
 
 def _reachable(host: str, port: int, timeout_s: float) -> bool:

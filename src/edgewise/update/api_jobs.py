@@ -245,7 +245,7 @@ def _report_apps(done: UpdateRun, ctx: JobContext, view: dict[str, Any]) -> None
 
 
 def _example(cluster: Cluster) -> dict[str, Any]:
-    return TrainJobSpec(epochs=3, learning_rate=0.003).model_dump(mode="json")
+    return TrainJobSpec(epochs=2, learning_rate=0.003).model_dump(mode="json")
 
 
 UPDATE_KIND = JobKind(
