@@ -333,6 +333,45 @@ def test_training_survives_a_killed_device_and_a_cut_link(live: Live) -> None:
     assert tb.runtime.lost_devices() == frozenset()
 
 
+def _unreclaimable_bytes(cgroup: Path) -> int:
+    """Anonymous and mapped file memory of a memory cgroup (v1 or v2 names)."""
+    stat = dict(line.split() for line in (cgroup / "memory.stat").read_text().splitlines())
+    keys = ("total_rss", "total_mapped_file") if "total_rss" in stat else ("anon", "file_mapped")
+    return sum(int(stat[k]) for k in keys)
+
+
+def test_a_worker_past_its_devices_memory_limit_is_named_out_of_memory(
+        live: Live, tmp_path: Path) -> None:
+    """nano-2's cgroup limit set just above what its Ray node holds, so that a worker
+    (PyTorch: hundreds of MB) cannot fit: the kernel ends it, and the job says that nano-2
+    ran out of memory, not just that a worker was lost. nano-2 was struck twice before, so
+    this third strike excludes it and the job completes on the other two."""
+    from edgewise.runtime.health import StrikeLedger
+
+    tb, rel = live.tb, live.tb.record.plan.node("nano-2").cgroup
+    cgroups = tb.nodes.cgroups
+    limit_file = (cgroups.roots["memory"] / rel / "memory.limit_in_bytes"
+                  if cgroups.version == 1 else cgroups.roots["unified"] / rel / "memory.max")
+    kept = limit_file.read_text().strip()
+    ledger = StrikeLedger(tmp_path / "strikes.json")
+    ledger.strike("nano-2")
+    ledger.strike("nano-2")
+    # room for a reading of the counter (a Python with Ray, ~100 MB), not for a worker
+    # (~270 MB): 160 MB over what the node's processes hold (its page cache reclaimable)
+    limit_file.write_text(str(_unreclaimable_bytes(limit_file.parent) + 160 * 2**20))
+    try:
+        plan = equal_plan(tb.runtime.cluster, len(TRAIN_IDS))
+        result = train(tb.runtime, TrainConfig(epochs=1, heartbeat_s=0.5), plan, ledger=ledger)
+    finally:
+        limit_file.write_text(kept)
+    lost = [i for i in result.interruptions if i.device == "nano-2"]
+    assert lost, [(i.device, i.reason) for i in result.interruptions]
+    assert lost[0].reason.startswith("out of memory: the kernel ended it at nano-2's memory "
+                                     "limit"), lost[0].reason
+    assert "nano-2" not in result.final_plan.workers
+    assert np.array_equal(np.sort(result.epochs[-1].applied_ids), TRAIN_IDS)
+
+
 def test_a_pipeline_survives_a_killed_device_losing_nothing(live: Live) -> None:
     tb, requests = live.tb, 24
     planned = plan_bench_pipeline(tb.runtime.cluster)

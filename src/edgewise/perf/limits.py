@@ -14,7 +14,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["CgroupDevice", "CpuMeter", "cgroup_device", "usable_cores"]
+__all__ = ["CgroupDevice", "CpuMeter", "MemoryKills", "cgroup_device", "memory_kills",
+           "usable_cores"]
 
 _UNLIMITED_BYTES = 2**60
 
@@ -141,3 +142,51 @@ def usable_cores() -> float:
     """The cores this process may use: its cgroup's quota, else the host's cores."""
     device = cgroup_device()
     return device.quota_cores if device is not None else float(os.cpu_count() or 1)
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryKills:
+    """How many processes the kernel's OOM killer has ended in this process's memory cgroup
+    (at the cgroup's limit, since the cgroup was made), and that limit (None: none below
+    the host's memory)."""
+
+    kills: int
+    limit_mb: float | None
+
+
+def oom_kill_count(text: str) -> int | None:
+    """The ``oom_kill`` count of a v1 ``memory.oom_control`` or a v2 ``memory.events``
+    file (None where the kernel does not count: older than 4.13)."""
+    for line in text.splitlines():
+        key, _, value = line.partition(" ")
+        if key == "oom_kill":
+            return int(value)
+    return None
+
+
+def _memory_files(mounts: dict[str, Path], own: dict[str, str]) -> tuple[Path, Path] | None:
+    """(the OOM counter's file, the limit's file) of this process's memory cgroup."""
+    if "memory" in own and "memory" in mounts:
+        here = mounts["memory"] / own["memory"].lstrip("/")
+        return here / "memory.oom_control", here / "memory.limit_in_bytes"
+    if "unified" in own and "unified" in mounts:
+        here = mounts["unified"] / own["unified"].lstrip("/")
+        return here / "memory.events", here / "memory.max"
+    return None
+
+
+def memory_kills() -> MemoryKills | None:
+    """The OOM kills of this process's memory cgroup and its limit, or None where they
+    cannot be read (no memory controller, or a kernel that does not count). A process
+    that runs on a device's node reads the device's (a testbed node's cgroup)."""
+    try:
+        files = _memory_files(_mounts(), _own_paths())
+        text = None if files is None else _read(files[0])
+        kills = None if text is None else oom_kill_count(text)
+        if files is None or kills is None:
+            return None
+        limit = _read(files[1]) or "max"
+    except (OSError, ValueError):
+        return None
+    limited = limit != "max" and int(limit) < _UNLIMITED_BYTES
+    return MemoryKills(kills, int(limit) / 2**20 if limited else None)

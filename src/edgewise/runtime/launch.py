@@ -14,6 +14,7 @@ from edgewise.cluster.model import Link
 from edgewise.errors import ConfigError
 from edgewise.nn.workload import Workload
 from edgewise.runtime.balance import balanced_steps
+from edgewise.runtime.memwatch import MemoryWatch
 from edgewise.runtime.monitor import MONITOR_NAME, HealthMonitor
 from edgewise.runtime.plan import TrainConfig, TrainPlan
 from edgewise.runtime.ps import ParameterServer
@@ -45,6 +46,13 @@ class Attempt:
     monitor: Any
     names: dict[str, str] = field(default_factory=dict)  # worker device -> member name
     closed: bool = False
+    memory: MemoryWatch | None = None  # the devices' OOM kills at the start (not emulated)
+
+    def lost_reason(self, device: str, otherwise: str) -> str:
+        """Why ``device``'s member was lost: out of its memory if the kernel ended it there,
+        else ``otherwise``."""
+        found = self.memory.reason(device) if self.memory is not None else None
+        return found or otherwise
 
     def teardown(self) -> None:
         """Stop every actor of this attempt (the survivors of a fault too)."""
@@ -141,8 +149,9 @@ def launch(runtime: RayRuntime, config: TrainConfig, plan: TrainPlan, job_id: st
         events("balanced", {"steps": steps, "batch_sizes": batches,
                             "lr_factor": balanced.lr_factor})
     ps_name = f"ps-{job_id}-{attempt}"
+    memory = MemoryWatch.start(runtime, [*plan.workers, plan.ps_device])
     ps = start_ps(runtime, spec, plan.ps_device, ps_name, validation, checkpoint, calibration)
-    run = Attempt(plan, ps, ps_name, {}, monitor)
+    run = Attempt(plan, ps, ps_name, {}, monitor, memory=memory)
     for w in plan.workers:
         name = f"worker-{job_id}-{attempt}-{w}"
         run.names[w] = name
@@ -163,7 +172,7 @@ def launch(runtime: RayRuntime, config: TrainConfig, plan: TrainPlan, job_id: st
 def _lost(run: Attempt, dead: list[tuple[str, str, str, float]]) -> list[tuple[str, str, str]]:
     devices = {*run.workers, run.plan.ps_device}
     members = {*run.names.values(), run.ps_name}
-    return [(device, name, f"no heartbeat for {silence:.1f} s")
+    return [(device, name, run.lost_reason(device, f"no heartbeat for {silence:.1f} s"))
             for name, kind, device, silence in dead
             if name in members or (kind == "agent" and device in devices)]
 
@@ -179,7 +188,8 @@ def ps_get(run: Attempt, ref: Any, timeout_s: float | None = None) -> Any:
     try:
         return ray.get(ref, timeout=timeout_s)
     except RayError as exc:
-        reason = "parameter server lost: " + type(exc).__name__
+        reason = run.lost_reason(run.plan.ps_device,
+                                 "parameter server lost: " + type(exc).__name__)
         raise Interrupted([(run.plan.ps_device, run.ps_name, reason)], time.time()) from None
 
 
@@ -205,6 +215,7 @@ def await_all(run: Attempt, futures: dict[str, Any], heartbeat_s: float,
                     reason = f"out of memory: {str(cause)[:200]}"
                 # a worker fails too when the server it pushes to is gone: blame the server
                 ps_get(run, run.ps.progress.remote(), timeout_s=PS_PROBE_S)
+                reason = run.lost_reason(device, reason)
                 raise Interrupted([(device, member, reason)], time.time()) from None
         lost = _lost(run, ray.get(run.monitor.dead.remote()))
         if lost:
