@@ -42,28 +42,37 @@ def test_clusters_naming_one_device_share_the_instance_apart() -> None:
     a.shutdown()
     assert ray.is_initialized() and pool.running()  # the instance outlives a shared runtime
     ray.kill(probe)
+    again.shutdown()
+    b.shutdown()
 
 
-def test_a_shutdown_ends_all_but_the_latest_nodes_and_a_trimmed_cluster_comes_back() -> None:
-    """Idle nodes cost CPU: a shared runtime's shutdown keeps only the ``KEPT_NODES`` most
-    recently used added nodes; a cluster whose node was ended gets one again and runs."""
+def test_a_shutdown_ends_all_but_the_latest_idle_nodes_and_a_trimmed_cluster_comes_back(
+        ) -> None:
+    """Idle nodes cost CPU: a shared runtime's shutdown ends the added nodes no running
+    runtime uses, beyond the ``KEPT_NODES`` most recently used; a node in use stays; a
+    cluster whose node was ended gets one again and runs."""
     from edgewise.runtime.local_instance import KEPT_NODES
 
     pool = shared()
     assert pool is not None
     pool.trim(keep=0)
+    in_use = len(pool.nodes)  # of runtimes other tests of the session still hold
     clusters = [_one_nano(f"trim-{k}", 1100 + k) for k in range(KEPT_NODES + 2)]
     runtimes = [start_local(c) for c in clusters]  # type: ignore[arg-type]
-    assert len(pool.nodes) == KEPT_NODES + 2
-    runtimes[-1].shutdown()
-    assert len(pool.nodes) == KEPT_NODES
-    kept = {key for _, keys in pool.nodes for key in keys}
-    assert f"device:{runtimes[-1].tag}nano-0" in kept  # the latest stays
-    assert f"device:{runtimes[0].tag}nano-0" not in kept  # the oldest went
+    assert len(pool.nodes) == in_use + KEPT_NODES + 2
+
+    def carried(k: int) -> bool:
+        return any(f"device:{runtimes[k].tag}nano-0" in keys for _, keys in pool.nodes)
+
+    runtimes[-1].shutdown()  # the others still run: only the last one's node may go
+    assert carried(0) and not carried(len(runtimes) - 1)
+    for runtime in runtimes[:-1]:
+        runtime.shutdown()
+    assert len(pool.nodes) == max(KEPT_NODES, in_use) and not carried(0)  # the oldest went
     added = pool.added
     first = start_local(clusters[0])  # type: ignore[arg-type]
     assert pool.added == added + 1 and first.tag == runtimes[0].tag
     probe = _Probe.options(**first.actor_options("nano-0", 1000)).remote()  # type: ignore[attr-defined]
     assert ray.get(probe.answer.remote(), timeout=60) == 42
     first.shutdown()
-    assert len(pool.nodes) == KEPT_NODES
+    assert len(pool.nodes) == max(KEPT_NODES, in_use)

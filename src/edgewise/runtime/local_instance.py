@@ -19,7 +19,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -59,7 +59,8 @@ did not: the head still took the host's address, and the GCS, raylets, agents an
 listened on every interface (``::``, ``0.0.0.0``; 49 such listeners in issue 28's bench)."""
 REPORTER_INTERVAL_MS = 60_000
 KEPT_NODES = 2
-"""How many of the nodes added for clusters stay up between runs (the most recently used).
+"""How many of the nodes added for clusters stay up between runs (the most recently used;
+a node that a running runtime uses is never ended).
 An idle node still costs its raylet, dashboard agent and runtime-env agent: seven idle
 nodes took 2.9 CPU-seconds per 30 s on the 2-core host (0.1 of a core), and a test
 session added 12. Adding one back takes 1.4 CPU-seconds (both measured 2026-11-27 with
@@ -227,6 +228,8 @@ class LocalInstance:
     carried: dict[str, float] = field(default_factory=dict)
     nodes: list[tuple[Any, frozenset[str]]] = field(default_factory=list)
     """The added nodes with the resources each carries, least recently used first."""
+    users: dict[str, int] = field(default_factory=dict)
+    """Per resource, how many runtimes that use it have not shut down yet."""
 
     def register(self, resources: dict[str, float], cores: int, object_store_mb: int) -> bool:
         """Add a cluster's resources; whether the instance must (re)start for them: it is
@@ -247,6 +250,8 @@ class LocalInstance:
         """Carry ``resources`` on the shared instance: start it (with every resource seen so
         far) when it must, else add a node for the resources it does not carry yet."""
         self.uses += 1
+        for key in resources:
+            self.users[key] = self.users.get(key, 0) + 1
         if self.register(resources, cores, object_store_mb):
             self.end_nodes()
             self.gcs_address = init_local(dict(self.resources), self.cores,
@@ -264,21 +269,30 @@ class LocalInstance:
             self.carried |= new
             self.added += 1
 
-    def trim(self, keep: int = KEPT_NODES) -> int:
-        """End all but the ``keep`` most recently used added nodes (when a run has ended,
-        its actors gone); their clusters get a node again at their next run. How many."""
-        ended = 0
-        while len(self.nodes) > keep:
-            node, keys = self.nodes.pop(0)
+    def release(self, resources: Iterable[str]) -> None:
+        """A runtime that used ``resources`` has shut down."""
+        for key in resources:
+            if self.users.get(key, 0) > 0:
+                self.users[key] -= 1
+
+    def trim(self, keep: int = KEPT_NODES, *, in_use_too: bool = False) -> int:
+        """End all but the ``keep`` most recently used added nodes, leaving those a runtime
+        still uses (unless ``in_use_too``); their clusters get a node again at their next
+        run. How many were ended."""
+        idle = [n for n in self.nodes
+                if in_use_too or not any(self.users.get(k, 0) for k in n[1])]
+        ended = idle[:max(0, len(self.nodes) - keep)]
+        for entry in ended:
+            node, keys = entry
+            self.nodes.remove(entry)
             end_node(node)
             for key in keys:
                 self.carried.pop(key, None)
-            ended += 1
-        return ended
+        return len(ended)
 
     def end_nodes(self) -> None:
         """End the nodes added to the instance (before it ends or restarts)."""
-        self.trim(keep=0)
+        self.trim(keep=0, in_use_too=True)
 
 
 _shared: LocalInstance | None = None

@@ -189,6 +189,8 @@ class RayRuntime:
         kill_named_actors()
         pool = shared()
         if pool is not None:
+            pool.release(key for d in self.cluster.devices
+                         for key in device_resources(d.name, d.memory_mb, self.tag))
             pool.trim()
 
 
