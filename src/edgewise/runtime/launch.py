@@ -14,7 +14,7 @@ from edgewise.cluster.model import Link
 from edgewise.errors import ConfigError
 from edgewise.nn.workload import Workload
 from edgewise.runtime.balance import balanced_steps
-from edgewise.runtime.memwatch import MemoryWatch
+from edgewise.runtime.memwatch import PROBE_TIMEOUT_S, SILENT_PROBE_S, MemoryWatch
 from edgewise.runtime.monitor import MONITOR_NAME, HealthMonitor
 from edgewise.runtime.plan import TrainConfig, TrainPlan
 from edgewise.runtime.ps import ParameterServer
@@ -48,10 +48,11 @@ class Attempt:
     closed: bool = False
     memory: MemoryWatch | None = None  # the devices' OOM kills at the start (not emulated)
 
-    def lost_reason(self, device: str, otherwise: str) -> str:
+    def lost_reason(self, device: str, otherwise: str,
+                    timeout_s: float = PROBE_TIMEOUT_S) -> str:
         """Why ``device``'s member was lost: out of its memory if the kernel ended it there,
         else ``otherwise``."""
-        found = self.memory.reason(device) if self.memory is not None else None
+        found = self.memory.reason(device, timeout_s) if self.memory is not None else None
         return found or otherwise
 
     def teardown(self) -> None:
@@ -172,7 +173,8 @@ def launch(runtime: RayRuntime, config: TrainConfig, plan: TrainPlan, job_id: st
 def _lost(run: Attempt, dead: list[tuple[str, str, str, float]]) -> list[tuple[str, str, str]]:
     devices = {*run.workers, run.plan.ps_device}
     members = {*run.names.values(), run.ps_name}
-    return [(device, name, run.lost_reason(device, f"no heartbeat for {silence:.1f} s"))
+    return [(device, name, run.lost_reason(device, f"no heartbeat for {silence:.1f} s",
+                                           SILENT_PROBE_S))
             for name, kind, device, silence in dead
             if name in members or (kind == "agent" and device in devices)]
 
