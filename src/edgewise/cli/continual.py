@@ -279,7 +279,8 @@ def run_json(results: list[WindowResult], policy: str) -> dict[str, Any]:
             "windows": [{"window": r.index, "accuracy": r.accuracy,
                          "mean_accuracy": r.mean_accuracy, "golden_accuracy": r.golden_accuracy,
                          "estimated_accuracy": r.plan.accuracy, "epochs_done": r.epochs_done,
-                         "replans": r.replans} for r in results]}
+                         "replans": r.replans, "frames": r.frames,
+                         "frames_analysed": r.analysed} for r in results]}
 
 
 def demo_part(console: Console = out, windows: int = 2,

@@ -69,6 +69,8 @@ class WindowResult:
     golden_accuracy: dict[str, float] = field(default_factory=dict)  # vs golden labels
     replans: int = 0  # times the scheduler re-ran after a retraining completed
     retrained: dict[str, str] = field(default_factory=dict)  # the configuration that ran
+    frames: dict[str, int] = field(default_factory=dict)  # the window's frames per stream
+    analysed: dict[str, int] = field(default_factory=dict)  # of which inference labelled
 
     @property
     def mean_accuracy(self) -> float:
@@ -305,4 +307,7 @@ def _measure(runs: Sequence[StreamRun], plan: ContinualPlan, windows: dict[str, 
     return WindowResult(index, plan, accuracy, epochs, epoch_cost, lag,
                         planned_finish_s=dict(live.planned_finish), finish_s=finish,
                         golden_accuracy=golden_acc, replans=live.replans,
-                        retrained=dict(live.config))
+                        retrained=dict(live.config),
+                        frames={r.stream.name: len(windows[r.stream.name].x) for r in runs},
+                        analysed={r.stream.name: int(served[r.stream.name]["analysed"])
+                                  for r in runs})
