@@ -83,15 +83,20 @@ def _read(path: Path) -> str | None:
         return None
 
 
+def _here(mounts: dict[str, Path], own: dict[str, str], controller: str) -> Path:
+    """This process's cgroup directory under ``controller``'s mount (``unified``: v2)."""
+    return mounts[controller] / own[controller].lstrip("/")
+
+
 def _v1(mounts: dict[str, Path], own: dict[str, str]) -> CgroupDevice | None:
     if not {"cpu", "memory"} <= set(own) or not {"cpu", "memory"} <= set(mounts):
         return None
-    cpu = mounts["cpu"] / own["cpu"].lstrip("/")
+    cpu = _here(mounts, own, "cpu")
     quota, period = _read(cpu / "cpu.cfs_quota_us"), _read(cpu / "cpu.cfs_period_us")
     if quota is None or period is None or int(quota) <= 0:
         return None
     acct = mounts.get("cpuacct", mounts["cpu"]) / own.get("cpuacct", own["cpu"]).lstrip("/")
-    memory = mounts["memory"] / own["memory"].lstrip("/")
+    memory = _here(mounts, own, "memory")
     limit = int(_read(memory / "memory.limit_in_bytes") or _UNLIMITED_BYTES)
     return CgroupDevice(int(quota) / int(period), limit, acct / "cpuacct.usage",
                         memory / "memory.usage_in_bytes", memory / "memory.stat")
@@ -100,7 +105,7 @@ def _v1(mounts: dict[str, Path], own: dict[str, str]) -> CgroupDevice | None:
 def _v2(mounts: dict[str, Path], own: dict[str, str]) -> CgroupDevice | None:
     if "unified" not in own or "unified" not in mounts:
         return None
-    here = mounts["unified"] / own["unified"].lstrip("/")
+    here = _here(mounts, own, "unified")
     quota, _, period = (_read(here / "cpu.max") or "max").partition(" ")
     if quota == "max":
         return None
@@ -166,12 +171,11 @@ def oom_kill_count(text: str) -> int | None:
 
 def _memory_files(mounts: dict[str, Path], own: dict[str, str]) -> tuple[Path, Path] | None:
     """(the OOM counter's file, the limit's file) of this process's memory cgroup."""
-    if "memory" in own and "memory" in mounts:
-        here = mounts["memory"] / own["memory"].lstrip("/")
-        return here / "memory.oom_control", here / "memory.limit_in_bytes"
-    if "unified" in own and "unified" in mounts:
-        here = mounts["unified"] / own["unified"].lstrip("/")
-        return here / "memory.events", here / "memory.max"
+    for controller, counter, limit in (("memory", "memory.oom_control", "memory.limit_in_bytes"),
+                                       ("unified", "memory.events", "memory.max")):
+        if controller in own and controller in mounts:
+            here = _here(mounts, own, controller)
+            return here / counter, here / limit
     return None
 
 

@@ -5,6 +5,7 @@ is the worker's own check (``Worker._check_memory``), so nothing is read there."
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -53,15 +54,23 @@ class MemoryWatch:
         return oom_reason(device, self.before[device], now)
 
 
+@functools.cache
+def _probe() -> Any:
+    """The reading as a Ray task, made once per process (each ``ray.remote`` of it would
+    export the function to the cluster again)."""
+    import ray
+
+    return ray.remote(memory_kills)
+
+
 def _read(runtime: RayRuntime, devices: list[str],
           timeout_s: float) -> dict[str, MemoryKills | None]:
     """Each device's reading, taken by a task on the device (None where it cannot be had:
     a node gone, a kernel that does not count). The task imports only ``perf.limits``."""
     import ray
 
-    probe: Any = ray.remote(memory_kills)
-    refs = {d: probe.options(num_cpus=0, max_retries=0,
-                             resources={device_resource(d, runtime.tag): 1}).remote()
+    refs = {d: _probe().options(num_cpus=0, max_retries=0,
+                                resources={device_resource(d, runtime.tag): 1}).remote()
             for d in devices}
     found: dict[str, MemoryKills | None] = {}
     deadline = time.monotonic() + timeout_s  # one wait for all of them
