@@ -50,7 +50,8 @@ def three_epochs(runtime: RayRuntime, tmp_path_factory: pytest.TempPathFactory
     """One asynchronous job of three epochs, and the folder of its checkpoints."""
     folder = tmp_path_factory.mktemp("three-epochs")
     plan = equal_plan(runtime.cluster, len(TRAIN_IDS))
-    return train(runtime, _config(epochs=3), plan, checkpoint_dir=folder), folder
+    return train(runtime, _config(epochs=3, mode="async"), plan,
+                 checkpoint_dir=folder), folder
 
 
 def test_async_training_accounts_every_sample_once(

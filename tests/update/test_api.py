@@ -299,3 +299,13 @@ def test_a_failed_profile_reports_its_error(
     run = _wait(client, started["profile_id"])
     assert run["state"] == "failed" and run["errors"] == ["stress-ng not found"]
     assert client.get(f"{UPDATE}/profile/unknown").status_code == 404
+
+
+def test_http_update_jobs_default_to_the_engines_loop() -> None:
+    """The schemas name the default loop as a literal (they import no engine): it must be the
+    engine's ``DEFAULT_MODE``."""
+    from edgewise.runtime.plan import DEFAULT_MODE
+    from edgewise.update.api_schemas import LaunchRequest, TrainJobSpec
+
+    assert LaunchRequest.model_fields["mode"].default == DEFAULT_MODE
+    assert TrainJobSpec.model_fields["mode"].default == DEFAULT_MODE

@@ -7,15 +7,16 @@ import typer
 
 from edgewise.errors import ConfigError
 from edgewise.runtime.engine import TrainResult
-from edgewise.runtime.plan import MODES, Mode
+from edgewise.runtime.plan import DEFAULT_MODE, MODES, Mode
 
 __all__ = ["ModeOpt", "TargetOpt", "checked_mode", "reached_line"]
 
 ModeOpt = typer.Option(
-    "async", "--mode",
-    help="the training loop: async (asynchronous, stale gradients treated), async-paper "
-         "(Deep-Edge's own: push after every batch, pull before the next, no treatment) or "
-         "sync (load-balanced synchronous steps)")
+    DEFAULT_MODE, "--mode",
+    help="the training loop: sync (load-balanced synchronous steps; the default, the fastest "
+         "to accuracy in `bench time-to-accuracy`), async (asynchronous, stale gradients "
+         "treated) or async-paper (Deep-Edge's own: push after every batch, pull before the "
+         "next, no treatment)")
 TargetOpt = typer.Option(0.0, "--target-accuracy", min=0.0, max=1.0,
                          help="stop once validation accuracy reaches this, and say when "
                               "(0: off)")

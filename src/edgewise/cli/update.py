@@ -25,7 +25,7 @@ from edgewise.errors import ConfigError
 from edgewise.nn.workload import Workload, load_workload, validate
 from edgewise.perf.schema import PerfModel
 from edgewise.runtime.health import StrikeLedger
-from edgewise.runtime.plan import Mode, TrainConfig
+from edgewise.runtime.plan import DEFAULT_MODE, Mode, TrainConfig
 from edgewise.runtime.ray_cluster import connect
 from edgewise.update import (
     APP_COLUMNS,
@@ -214,7 +214,7 @@ DEMO_STATE = "nano-2=65,75,30"
 def run_plan(file: Path, policy: str, state: list[str], epochs: int,
              target_accuracy: float, address: str | None = None,
              workload_file: Path | None = None, models: str = CALIBRATED,
-             mode: Mode = "async", apps: bool = True) -> UpdateRun:
+             mode: Mode = DEFAULT_MODE, apps: bool = True) -> UpdateRun:
     """Plan (with the performance models ``models``), show the plan, run it with the
     background apps (on the emulated cluster, or the one at ``address``), show the
     measurements."""

@@ -94,9 +94,9 @@ def runtime_figures(runtime: RayRuntime, *, epochs: int = 8, solo_epochs: int = 
     solo: dict[str, float] = {}
     for w in workers:
         progress(f"{w} trains alone")
-        solo[w] = _solo(runtime, w, TrainConfig(epochs=solo_epochs, seed=seed), n)
+        solo[w] = _solo(runtime, w, TrainConfig(mode="async", epochs=solo_epochs, seed=seed), n)
     progress(f"{len(workers)} workers train together, asynchronously")
-    together = _together(runtime, TrainConfig(epochs=epochs, seed=seed), n)
+    together = _together(runtime, TrainConfig(mode="async", epochs=epochs, seed=seed), n)
     progress("transport micro-benchmarks")
     echo = _Echo.remote()  # type: ignore[attr-defined]
     roundtrip = roundtrip_via(lambda f: ray.get(echo.echo.remote(f)), repeats=30)

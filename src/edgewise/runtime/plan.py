@@ -11,13 +11,18 @@ from edgewise.errors import ConfigError
 from edgewise.nn.workload import Workload, builtin_workload
 from edgewise.runtime.staleness import TreatmentName
 
-__all__ = ["DEFAULT_STALENESS", "MODES", "Mode", "TrainConfig", "TrainPlan", "equal_plan"]
+__all__ = ["DEFAULT_MODE", "DEFAULT_STALENESS", "MODES", "Mode", "TrainConfig", "TrainPlan",
+           "equal_plan"]
 
 #: The loops: ``async`` (asynchronous, with the staleness treatment ``TrainConfig.staleness``),
 #: ``async-paper`` (Deep-Edge's own: push after every batch, pull before the next, every
 #: gradient applied as it arrives), ``sync`` (load-balanced synchronous steps).
 Mode = Literal["async", "async-paper", "sync"]
 MODES: tuple[Mode, ...] = ("async", "async-paper", "sync")
+#: The default loop: the one that reached the target first in ``bench time-to-accuracy``
+#: (2026-11-28: ``fair/sync`` 0.90 in 34.5 device seconds; ``fair/async`` 145.6;
+#: ``deep-edge/async`` never, 0.48 after 30 epochs; docs/workloads.md).
+DEFAULT_MODE: Mode = "sync"
 #: The staleness treatment of the ``async`` loop, chosen by measurement (docs/runtime.md).
 DEFAULT_STALENESS: TreatmentName = "staleness-lr"
 
@@ -31,7 +36,7 @@ class TrainConfig:
 
     model: str = "digits-cnn"
     workload: Workload | None = None
-    mode: Mode = "async"
+    mode: Mode = DEFAULT_MODE
     staleness: TreatmentName = DEFAULT_STALENESS  # the async loop's treatment
     epochs: int = 8
     optimizer: Literal["adam", "sgd"] = "adam"

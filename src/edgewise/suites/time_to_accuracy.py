@@ -3,7 +3,7 @@
 Protocol (one run, seed ``s``): the shipped MobileNetV2 ×0.35 spec on generated shapes
 (``per_class`` images per class, 80 % for training), ``epochs`` epochs, Adam at 0.003 with
 the cosine schedule, target ``target`` validation accuracy, on the emulated Deep-Edge testbed
-(time dilation 1) with its SIFT apps running for the edgewise arms:
+(time dilation 1) with its SIFT apps running beside every arm (each arm's misses reported):
 
 - ``deep-edge/async``, ``deep-edge/sync``, ``fair/async``, ``fair/sync``: the policy plans,
   the engine trains the plan with that loop (``async``: its staleness treatment);

@@ -4,6 +4,7 @@ reports its accuracy curve over device time."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -13,7 +14,7 @@ import numpy as np
 from edgewise.cluster.examples import example_path
 from edgewise.runtime.ray_cluster import RayRuntime
 
-__all__ = ["ArmResult", "TTASetup", "curve_of", "edgewise_arm", "shapes_setup"]
+__all__ = ["ArmResult", "TTASetup", "app_misses", "curve_of", "edgewise_arm", "shapes_setup"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +65,11 @@ def curve_of(accuracies: list[float], epoch_seconds: list[float]) -> tuple[tuple
     return tuple(accuracies), tuple(float(t) for t in np.cumsum(epoch_seconds))
 
 
+def app_misses(apps: Sequence[Mapping[str, Any]]) -> dict[str, int]:
+    """Each background app's deadline misses, by app (``update.run``'s statistics)."""
+    return {str(a["app"]): int(a["misses"]) for a in apps}
+
+
 def shapes_setup(root: Path, per_class: int, seed: int) -> Path:
     """The shipped MobileNetV2 ×0.35 spec beside ``per_class`` generated shapes per class."""
     import shutil
@@ -98,7 +104,6 @@ def edgewise_arm(runtime: RayRuntime, setup: TTASetup, policy: str, mode: str,
     accs, times = curve_of([r.val_accuracy for r in records],
                            [r.device_seconds for r in records])
     stale = float(np.mean([r.staleness_mean for r in records])) if records else None
-    misses = {str(a["app"]): int(a["misses"]) for a in done.apps}
-    return ArmResult(f"{policy}/{mode}", accs, times, stale, misses,
+    return ArmResult(f"{policy}/{mode}", accs, times, stale, app_misses(done.apps),
                      {"shards": dict(done.train_plan.shards),
                       "batch_sizes": dict(done.train_plan.batch_sizes)})

@@ -1,8 +1,10 @@
 """What a team would use instead, on the same devices: Ray Train's ``TorchTrainer`` (PyTorch
 DDP over gloo, one worker per worker device, equal shards) and a plain PyTorch loop on the
 fastest device alone. Same workload, seed, Adam, learning rate, schedule and epochs as the
-edgewise arms; on an emulated cluster each DDP rank's compute is stretched to its device's
-speed exactly as the engine's workers are (``runtime.emulation.emulated_compute``)."""
+edgewise arms, and the same devices: the cluster's SIFT apps run beside these arms too
+(``update.run.apps_running``), so every arm shares its devices alike. On an emulated
+cluster each DDP rank's compute is stretched to its device's speed exactly as the engine's
+workers are (``runtime.emulation.emulated_compute``)."""
 
 from __future__ import annotations
 
@@ -15,7 +17,8 @@ from typing import Any
 import numpy as np
 
 from edgewise.runtime.ray_cluster import RayRuntime
-from edgewise.suites.tta_arms import ArmResult, TTASetup, curve_of
+from edgewise.suites.tta_arms import ArmResult, TTASetup, app_misses, curve_of
+from edgewise.update.run import apps_running
 
 __all__ = ["BATCH_PER_WORKER", "ray_train_ddp_arm", "single_device_arm"]
 
@@ -123,12 +126,13 @@ def ray_train_ddp_arm(runtime: RayRuntime, setup: TTASetup, workers: list[str]) 
             scaling_config=ScalingConfig(num_workers=len(workers), use_gpu=False,
                                          resources_per_worker={"CPU": 0.01}),
             run_config=RunConfig(storage_path=tmp, name="tta-ddp"))
-        trainer.fit()
+        with apps_running(runtime) as apps:
+            trainer.fit()
         metrics = json.loads(Path(config["out"]).read_text())
     seconds = [s / runtime.time_dilation for s in metrics.get("seconds", [])]
     accs, times = curve_of(list(metrics.get("accuracies", [])), seconds)
-    return ArmResult("ray-train-ddp", accs, times, extra={"workers": workers,
-                                                          "batch_per_worker": BATCH_PER_WORKER})
+    return ArmResult("ray-train-ddp", accs, times, deadline_misses=app_misses(apps),
+                     extra={"workers": workers, "batch_per_worker": BATCH_PER_WORKER})
 
 
 def single_device_arm(runtime: RayRuntime, setup: TTASetup, device: str) -> ArmResult:
@@ -143,7 +147,10 @@ def single_device_arm(runtime: RayRuntime, setup: TTASetup, device: str) -> ArmR
         return _loop(config, 0, 1, lambda model: model)
 
     options = runtime.actor_options(device, 512)
-    curve = ray.get(run.options(**{k: v for k, v in options.items()
-                                   if k in ("resources", "scheduling_strategy")}).remote())
+    with apps_running(runtime) as apps:
+        curve = ray.get(run.options(**{k: v for k, v in options.items()
+                                       if k in ("resources", "scheduling_strategy")}).remote())
     accs, times = curve_of([a for a, _ in curve], [s / runtime.time_dilation for _, s in curve])
-    return ArmResult("single-device", accs, times, extra={"device": device})
+    return ArmResult("single-device", accs, times, deadline_misses=app_misses(apps),
+                     extra={"device": device})
+

@@ -141,7 +141,7 @@ class LaunchRequest(BaseModel):
 
     shards: dict[DeviceName, ShardSize] = Field(min_length=1, max_length=MAX_WORKERS)
     batch_sizes: dict[DeviceName, BatchSize] | None = Field(default=None, max_length=MAX_WORKERS)
-    mode: Literal["async", "async-paper", "sync"] = "async"
+    mode: Literal["async", "async-paper", "sync"] = "sync"  # runtime.plan.DEFAULT_MODE
     epochs: int = Field(default=5, ge=1, le=100)
     learning_rate: float = Field(default=0.01, gt=0, le=10)
     seed: int = Field(default=0, ge=0, le=MAX_SEED)
@@ -208,8 +208,9 @@ class TrainJobSpec(BaseModel):
         default=None, description="the user's model and data instead of ``model`` on digits: "
         "a built-in or hf:<ConfigClass> model, data in the manager's data folder")
     mode: Literal["async", "async-paper", "sync"] = Field(
-        default="async", description="the loop: async (stale gradients treated), async-paper "
-        "(Deep-Edge's: every gradient applied as it arrives) or sync (balanced steps)")
+        default="sync", description="the loop: sync (balanced steps; the default, as "
+        "runtime.plan.DEFAULT_MODE), async (stale gradients treated) or async-paper "
+        "(Deep-Edge's: every gradient applied as it arrives)")
     epochs: int = Field(default=5, ge=1, le=100)
     policy: Literal["deep-edge", "fair", "equal"] = Field(
         default="equal", description="how shards and batches are planned without ``shards``")

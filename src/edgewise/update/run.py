@@ -1,9 +1,11 @@
-"""Carries an update plan out (``execute``): the core training engine (asynchronous parameter
-server) on the cluster, with each worker's background apps really running beside it."""
+"""Carries an update plan out (``execute``): the core training engine (a parameter server,
+with the config's loop) on the cluster, with each worker's background apps really running
+beside it."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -25,8 +27,8 @@ from edgewise.update.cost import integer_shards
 from edgewise.update.policies import REGISTRY, get_policy
 from edgewise.update.problem import AppLimit, UpdatePlan, UpdateProblem, WorkerState
 
-__all__ = ["APP_COLUMNS", "UpdateRun", "app_row", "cluster_problem", "execute", "policy_replan",
-           "to_train_plan"]
+__all__ = ["APP_COLUMNS", "UpdateRun", "app_row", "apps_running", "cluster_problem", "execute",
+           "policy_replan", "to_train_plan"]
 
 Events = Callable[[str, dict[str, Any]], None]
 
@@ -116,7 +118,7 @@ def execute(runtime: RayRuntime, problem: UpdateProblem, plan: UpdatePlan | Trai
     ``background_apps`` the training runs alone (no app statistics). On a cluster
     that runs slower than its devices (``runtime.time_dilation``) the apps' periods and
     deadlines stretch alike, and their execution times are given in device time."""
-    cluster, dilation = runtime.cluster, runtime.time_dilation
+    cluster = runtime.cluster
     config = config or TrainConfig()
     replan: Replan
     if isinstance(plan, TrainPlan):
@@ -125,19 +127,31 @@ def execute(runtime: RayRuntime, problem: UpdateProblem, plan: UpdatePlan | Trai
         train_plan = to_train_plan(cluster, plan, problem.n_samples)
         replan = policy_replan(problem, plan.policy, config.seed) \
             if plan.policy in REGISTRY.names() else default_replan
-    apps = [BackgroundAppActor.options(  # type: ignore[attr-defined]
-        **runtime.actor_options(a.device, 128, name=f"app-{a.name}")
-    ).remote(a.name, a.kind, a.period_ms * dilation, a.deadline_ms * dilation, i)
-        for i, a in enumerate(cluster.background_apps if background_apps else ())]
-    try:
+    with apps_running(runtime, background_apps) as stats:
         result = train(runtime, config, train_plan, ledger=ledger, replan=replan,
                        events=events, checkpoint_dir=checkpoint_dir, resume=resume,
                        limited=limited)
+    return UpdateRun(plan, train_plan, result, tuple(stats))
+
+
+@contextmanager
+def apps_running(runtime: RayRuntime, enabled: bool = True) -> Iterator[list[dict[str, Any]]]:
+    """Every background app of the runtime's cluster running on its device while the block
+    runs (none unless ``enabled``); the list it yields holds their statistics, in device time,
+    once the block ends. ``execute`` trains inside it, and so does any other training that
+    must share the devices with their apps (``bench time-to-accuracy``'s DDP arm)."""
+    dilation = runtime.time_dilation
+    apps = [BackgroundAppActor.options(  # type: ignore[attr-defined]
+        **runtime.actor_options(a.device, 128, name=f"app-{a.name}")
+    ).remote(a.name, a.kind, a.period_ms * dilation, a.deadline_ms * dilation, i)
+        for i, a in enumerate(runtime.cluster.background_apps if enabled else ())]
+    stats: list[dict[str, Any]] = []
+    try:
+        yield stats
     finally:
-        stats = tuple(_device_time(s, dilation) for s in ray.get([a.stop.remote() for a in apps]))
+        stats.extend(_device_time(s, dilation) for s in ray.get([a.stop.remote() for a in apps]))
         for a in apps:
             ray.kill(a)
-    return UpdateRun(plan, train_plan, result, stats)
 
 
 APP_COLUMNS = ("app", "periods", "misses", "exec ms p50", "exec ms p95", "frames received")
