@@ -20,8 +20,8 @@ __all__ = ["DEFAULT_MODE", "DEFAULT_STALENESS", "MODES", "Mode", "TrainConfig", 
 Mode = Literal["async", "async-paper", "sync"]
 MODES: tuple[Mode, ...] = ("async", "async-paper", "sync")
 #: The default loop: the one that reached the target first in ``bench time-to-accuracy``
-#: (2026-11-28: ``fair/sync`` 0.90 in 34.5 device seconds; ``fair/async`` 145.6;
-#: ``deep-edge/async`` never, 0.48 after 30 epochs; docs/workloads.md).
+#: (2026-11-28, two runs: ``fair/sync`` at 0.90 first, in 34.5 and 39.0 device seconds; the
+#: best ``async`` arm in 145.6 and 110.9; docs/workloads.md).
 DEFAULT_MODE: Mode = "sync"
 #: The staleness treatment of the ``async`` loop, chosen by measurement (docs/runtime.md).
 DEFAULT_STALENESS: TreatmentName = "staleness-lr"

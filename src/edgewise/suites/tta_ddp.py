@@ -153,4 +153,3 @@ def single_device_arm(runtime: RayRuntime, setup: TTASetup, device: str) -> ArmR
     accs, times = curve_of([a for a, _ in curve], [s / runtime.time_dilation for _, s in curve])
     return ArmResult("single-device", accs, times, deadline_misses=app_misses(apps),
                      extra={"device": device})
-
