@@ -90,4 +90,8 @@ def result_table(result: TrainResult) -> Table:
                       f"{r.wall_seconds:.2f}", f"{r.device_seconds:.2f}",
                       f"{r.samples_per_second:.0f}", str(len(r.applied_ids)),
                       f"{r.staleness_mean:.2f}/{r.staleness_max}")
+    noise = [r.noise_scale for r in result.epochs if r.noise_scale is not None]
+    if noise:  # the sync loop's: a global batch far above it spends samples for little
+        table.caption = (f"gradient noise scale B_simple (runtime.noise_scale): {noise[0]:.0f} "
+                         f"samples in the first epoch, {noise[-1]:.0f} in the last")
     return table

@@ -57,7 +57,8 @@ class EpochRecord:
     """One completed epoch: its validation metric (``val_accuracy``, the workload's metric),
     its time in wall seconds here and in device seconds (wall ÷ the runtime's time
     dilation; equal on emulated clusters), the staleness of the updates it applied (mean
-    and max, in server versions) and the ids of the samples it trained."""
+    and max, in server versions), the ids of the samples it trained and, in the sync loop
+    with two workers or more, the gradient noise scale measured over its steps."""
 
     epoch: int
     val_accuracy: float
@@ -70,6 +71,7 @@ class EpochRecord:
     device_seconds: float = 0.0
     staleness_mean: float = 0.0
     staleness_max: int = 0
+    noise_scale: float | None = None  # the sync loop's B_simple, in samples (runtime.noise_scale)
 
 
 def time_to_accuracy(epochs: Sequence[EpochRecord], target: float) -> float | None:
@@ -187,7 +189,7 @@ class _Job:
             record = EpochRecord(epoch, out["val_accuracy"], wall, len(ids) / wall,
                                  attempt.plan.workers, ids, stats, out.get("push_seconds", 0.0),
                                  wall / self.runtime.time_dilation, out["staleness_mean"],
-                                 int(out["staleness_max"]))
+                                 int(out["staleness_max"]), out.get("noise_scale"))
             self.records.append(record)
             self.events("epoch_end", {"epoch": epoch, "record": record})
             if self._reached_target():

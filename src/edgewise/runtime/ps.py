@@ -16,6 +16,7 @@ from edgewise.nn.models import make_optimizer
 from edgewise.nn.workload import Workload, build_model, builtin_workload, metric_hits
 from edgewise.runtime.asyncapply import StaleApplier
 from edgewise.runtime.emulation import emulated_compute
+from edgewise.runtime.noise_scale import NoiseScale
 from edgewise.runtime.staleness import Treatment
 from edgewise.runtime.trainstate import FlatState, Frame, Pushed, mean_pushes, read_frames
 from edgewise.wire.frames import decode, encode, to_torch
@@ -31,6 +32,12 @@ def epoch_lr(base: float, schedule: str, epoch: int, epochs: int) -> float:
     if schedule == "cosine" and epoch >= 0:
         return base * 0.5 * (1 + math.cos(math.pi * min(epoch, epochs) / epochs))
     return base
+
+
+def _grad_sq(flats: dict[str, torch.Tensor]) -> float:
+    """The squared norm of the gradients (``p.*``) in a push or in a step's mean."""
+    return float(sum(float(v.double().pow(2).sum()) for k, v in flats.items()
+                     if k.startswith("p.") and v.is_floating_point()))
 
 
 def _calibration(frames: list[bytes], workload: Workload) -> torch.Tensor | None:
@@ -84,6 +91,7 @@ class ParameterServer:
         self.pending: dict[str, Pushed] = {}
         self.cached: tuple[int, Frame] = (-1, np.zeros(0, np.uint8))
         self.push_seconds = 0.0  # time spent serving pushes this epoch (decode, step, encode)
+        self.noise = NoiseScale()  # the sync loop's gradient noise scale, this epoch
         self.step_done = self.pending_step = -1
         if checkpoint is not None:
             self._restore(checkpoint)
@@ -142,6 +150,7 @@ class ParameterServer:
             self.lr_now = epoch_lr(self.base_lr, self.schedule, epoch, self.total_epochs)
             self.epoch, self.applied, self.samples_this_epoch = epoch, [], 0
             self.push_seconds = 0.0
+            self.noise.reset()
             self.applier.ledger.reset()
             self.clock = dict.fromkeys(workers, 0)
             self.active, self.pending = set(workers), {}
@@ -205,7 +214,9 @@ class ParameterServer:
         total = sum(len(p.ids) for p in pushes)
         version = self.updates
         self.applier.ledger.step(version if p.base < 0 else min(p.base, version) for p in pushes)
-        self._apply(mean_pushes(pushes))
+        mean = mean_pushes(pushes)
+        self.noise.observe([(len(p.ids), _grad_sq(p.flats)) for p in pushes], _grad_sq(mean))
+        self._apply(mean)
         self.samples_this_epoch += total
         self.pending, self.step_done = {}, self.pending_step
         self.lock.notify_all()
@@ -257,4 +268,5 @@ class ParameterServer:
                     "push_seconds": self.push_seconds,
                     "staleness_mean": self.applier.ledger.mean,
                     "staleness_max": self.applier.ledger.max,
+                    "noise_scale": self.noise.simple(),
                     "validation_seconds": time.perf_counter() - t0}

@@ -178,6 +178,8 @@ def _events(spec: TrainJobSpec, ctx: JobContext) -> Any:
                                 ("staleness_mean", r.staleness_mean),
                                 ("staleness_max", r.staleness_max)):
                 ctx.metric(name, value, step=step)
+            if r.noise_scale is not None:  # the sync loop's, with two workers or more
+                ctx.metric("gradient_noise_scale", r.noise_scale, step=step)
             done[0] = step / spec.epochs
             ctx.progress(done[0], epoch=step, epochs=spec.epochs,
                          val_accuracy=r.val_accuracy)
