@@ -302,9 +302,11 @@ def test_a_failed_profile_reports_its_error(
 
 
 def test_http_update_jobs_default_to_the_engines_loop() -> None:
-    """The schemas name the default loop as a literal (they import no engine): it must be the
-    engine's ``DEFAULT_MODE``."""
-    from edgewise.runtime.plan import DEFAULT_MODE
+    """The schemas take the loops from ``runtime.loops`` (no engine, no PyTorch): their
+    default must be the one the engine's ``TrainConfig`` trains with."""
+    from edgewise.runtime.plan import TrainConfig
+
+    DEFAULT_MODE = TrainConfig().mode
     from edgewise.update.api_schemas import LaunchRequest, TrainJobSpec
 
     assert LaunchRequest.model_fields["mode"].default == DEFAULT_MODE

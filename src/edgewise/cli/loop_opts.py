@@ -7,7 +7,7 @@ import typer
 
 from edgewise.errors import ConfigError
 from edgewise.runtime.engine import TrainResult
-from edgewise.runtime.plan import DEFAULT_MODE, MODES, Mode
+from edgewise.runtime.loops import DEFAULT_MODE, MODES, Mode
 
 __all__ = ["ModeOpt", "TargetOpt", "checked_mode", "reached_line"]
 

@@ -185,12 +185,12 @@ def memory_kills() -> MemoryKills | None:
     that runs on a device's node reads the device's (a testbed node's cgroup)."""
     try:
         files = _memory_files(_mounts(), _own_paths())
-        text = None if files is None else _read(files[0])
-        kills = None if text is None else oom_kill_count(text)
-        if files is None or kills is None:
-            return None
-        limit = _read(files[1]) or "max"
+        text = _read(files[0]) if files is not None else None
+        kills = oom_kill_count(text) if text is not None else None
+        limit = (_read(files[1]) or "max") if files is not None else "max"
     except (OSError, ValueError):
+        return None
+    if kills is None:  # no memory controller, or a kernel that does not count
         return None
     limited = limit != "max" and int(limit) < _UNLIMITED_BYTES
     return MemoryKills(kills, int(limit) / 2**20 if limited else None)

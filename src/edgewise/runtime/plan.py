@@ -9,20 +9,12 @@ from typing import Literal
 from edgewise.cluster.model import Cluster, Role
 from edgewise.errors import ConfigError
 from edgewise.nn.workload import Workload, builtin_workload
+from edgewise.runtime.loops import DEFAULT_MODE, MODES, Mode
 from edgewise.runtime.staleness import TreatmentName
 
 __all__ = ["DEFAULT_MODE", "DEFAULT_STALENESS", "MODES", "Mode", "TrainConfig", "TrainPlan",
            "equal_plan"]
 
-#: The loops: ``async`` (asynchronous, with the staleness treatment ``TrainConfig.staleness``),
-#: ``async-paper`` (Deep-Edge's own: push after every batch, pull before the next, every
-#: gradient applied as it arrives), ``sync`` (load-balanced synchronous steps).
-Mode = Literal["async", "async-paper", "sync"]
-MODES: tuple[Mode, ...] = ("async", "async-paper", "sync")
-#: The default loop: the one that reached the target first in ``bench time-to-accuracy``
-#: (2026-11-28, two runs: ``fair/sync`` at 0.90 first, in 34.5 and 39.0 device seconds; the
-#: best ``async`` arm in 145.6 and 110.9; docs/workloads.md).
-DEFAULT_MODE: Mode = "sync"
 #: The staleness treatment of the ``async`` loop, chosen by measurement (docs/runtime.md).
 DEFAULT_STALENESS: TreatmentName = "staleness-lr"
 

@@ -8,6 +8,7 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_vali
 
 from edgewise.jobs import MAX_DEVICES, BatchSize, DeviceName, ShardSize
 from edgewise.jobs.workload import HttpWorkload
+from edgewise.runtime.loops import DEFAULT_MODE, Mode
 from edgewise.update.models import CALIBRATED, NAME_PATTERN
 
 __all__ = [
@@ -141,7 +142,7 @@ class LaunchRequest(BaseModel):
 
     shards: dict[DeviceName, ShardSize] = Field(min_length=1, max_length=MAX_WORKERS)
     batch_sizes: dict[DeviceName, BatchSize] | None = Field(default=None, max_length=MAX_WORKERS)
-    mode: Literal["async", "async-paper", "sync"] = "sync"  # runtime.plan.DEFAULT_MODE
+    mode: Mode = DEFAULT_MODE
     epochs: int = Field(default=5, ge=1, le=100)
     learning_rate: float = Field(default=0.01, gt=0, le=10)
     seed: int = Field(default=0, ge=0, le=MAX_SEED)
@@ -207,10 +208,10 @@ class TrainJobSpec(BaseModel):
     workload: HttpWorkload | None = Field(
         default=None, description="the user's model and data instead of ``model`` on digits: "
         "a built-in or hf:<ConfigClass> model, data in the manager's data folder")
-    mode: Literal["async", "async-paper", "sync"] = Field(
-        default="sync", description="the loop: sync (balanced steps; the default, as "
-        "runtime.plan.DEFAULT_MODE), async (stale gradients treated) or async-paper "
-        "(Deep-Edge's: every gradient applied as it arrives)")
+    mode: Mode = Field(
+        default=DEFAULT_MODE, description="the loop: sync (balanced steps; the default), "
+        "async (stale gradients treated) or async-paper (Deep-Edge's: every gradient applied "
+        "as it arrives)")
     epochs: int = Field(default=5, ge=1, le=100)
     policy: Literal["deep-edge", "fair", "equal"] = Field(
         default="equal", description="how shards and batches are planned without ``shards``")

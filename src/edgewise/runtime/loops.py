@@ -1,0 +1,18 @@
+"""The training loops' names and the default one (standard library only, so that the
+manager's request schemas can name them without importing the engine or PyTorch)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+__all__ = ["DEFAULT_MODE", "MODES", "Mode"]
+
+#: The loops: ``async`` (asynchronous, with the staleness treatment ``TrainConfig.staleness``),
+#: ``async-paper`` (Deep-Edge's own: push after every batch, pull before the next, every
+#: gradient applied as it arrives), ``sync`` (load-balanced synchronous steps).
+Mode = Literal["async", "async-paper", "sync"]
+MODES: tuple[Mode, ...] = ("async", "async-paper", "sync")
+#: The default loop: the one that reached the target first in ``bench time-to-accuracy``
+#: (2026-11-28, two runs: ``fair/sync`` at 0.90 first, in 34.5 and 39.0 device seconds; the
+#: best ``async`` arm in 145.6 and 110.9; docs/workloads.md).
+DEFAULT_MODE: Mode = "sync"
