@@ -222,3 +222,19 @@ def test_digits_split_is_deterministic_for_a_seed() -> None:
 
     assert np.array_equal(a.ids, b.ids)
     assert not np.array_equal(a.ids, c.ids)
+
+
+def test_the_evaluator_is_the_fastest_planned_worker(testbed: Cluster) -> None:
+    """Deep-Edge's testbed: the TX2 evaluates while it trains, a Nano once it does not, and
+    never the parameter server's Pi (the slowest device)."""
+    from types import SimpleNamespace
+
+    from edgewise.runtime.launch import evaluator_device
+
+    runtime: Any = SimpleNamespace(cluster=testbed)
+    plan = equal_plan(testbed, 1000)
+    assert evaluator_device(runtime, plan) == "tx2-0"
+    without = TrainPlan({**plan.shards, "tx2-0": 0, "nano-0": 250 + plan.shards["tx2-0"]},
+                        plan.batch_sizes, plan.ps_device, plan.store_device)
+    assert evaluator_device(runtime, without) == "nano-0"  # the first of equals
+

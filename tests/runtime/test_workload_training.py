@@ -22,6 +22,12 @@ from edgewise.nn.workload import Workload, open_data, workload_from_dict
 from edgewise.nn.workload.synthetic import make_shapes_folder
 from edgewise.runtime.datastore import DataStore
 from edgewise.runtime.engine import train
+from edgewise.runtime.launch import (
+    MemberSpec,
+    monitor_handle,
+    start_ps,
+    start_worker,
+)
 from edgewise.runtime.plan import TrainConfig, TrainPlan, equal_plan
 from edgewise.runtime.ray_cluster import RayRuntime, start_local
 from edgewise.runtime.trainstate import read_frames
@@ -134,3 +140,64 @@ def test_image_only_decoding_finds_is_named_and_not_retried(
     with pytest.raises(ConfigError, match=r"corrupt image .*zzz-broken\.png") as info:
         train(runtime, config, plan)
     assert info.value.field == "data"
+
+
+def _trained_checkpoint(workload: Workload, seed: int) -> bytes:
+    """A server checkpoint (weights and buffers only) of the workload's model after a few
+    Adam steps here, so that its weights are neither a worker's initial ones nor chance."""
+    import torch
+
+    from edgewise.nn.workload import build_model, loss
+    from edgewise.runtime.trainstate import FlatState
+    from edgewise.wire.frames import encode
+
+    model = build_model(workload, seed=seed, num_classes=workload.task.num_classes,
+                        input_shape=workload.task.input_shape).train()
+    source = open_data(workload)
+    data = source.read("train", np.arange(source.size("train"), dtype=np.int64))
+    x, y = torch.from_numpy(data.x), torch.from_numpy(data.y)
+    opt = torch.optim.Adam(model.parameters(), lr=0.01)
+    for start in range(0, 3 * 64, 64):
+        opt.zero_grad()
+        loss(workload.task, model(x[start : start + 64]), y[start : start + 64]).backward()  # type: ignore[no-untyped-call]
+        opt.step()
+    flat = FlatState(model)
+    return encode({f"w.{n}": t.detach() for n, t in (*flat.params, *flat.buffers)},
+                  compression="lz4", meta={"updates": 3})
+
+
+def test_the_evaluating_worker_measures_what_the_server_measures(
+        runtime: RayRuntime, workload: Workload) -> None:
+    """The engine evaluates each epoch on its fastest worker, not on the server: that worker
+    pulls the server's weights (here trained a little, unlike its own), re-estimates
+    BatchNorm on the same calibration batches and must get the server's own measurement of
+    those weights, to the sample."""
+    store = DataStore.options(**runtime.actor_options("pi5", 256)).remote(  # type: ignore[attr-defined]
+        workload, 0, "lz4", 4096)
+    monitor = monitor_handle(runtime, 1.0)
+    spec = MemberSpec.of(TrainConfig(workload=workload, seed=5))
+    members = []
+    try:
+        validation = ray.get(store.validation.remote())
+        calibration = ray.get(store.calibration.remote(64, 0))
+        ps = start_ps(runtime, spec, "pi5", "ps-evaluation-test", validation,
+                      _trained_checkpoint(workload, seed=6), calibration)
+        members.append(ps)
+        worker = start_worker(runtime, spec, "nano-1", "worker-evaluation-test", ps=ps,
+                              ps_link=runtime.transport_link("nano-1", "pi5"),
+                              store_link=runtime.transport_link("nano-1", "pi5"),
+                              batch_size=16, monitor=monitor, sync=True)
+        members.append(worker)
+        with pytest.raises(ray.exceptions.RayTaskError, match="not the run's evaluator"):
+            ray.get(worker.evaluate.remote())
+        assert ray.get(worker.set_evaluation.remote(validation, calibration)) == \
+            open_data(workload).size("val")
+        got = ray.get(worker.evaluate.remote())
+        want = ray.get(ps.finish_epoch.remote())
+        assert got["val_accuracy"] == want["val_accuracy"]
+        assert np.isnan(ray.get(ps.finish_epoch.remote(evaluate=False))["val_accuracy"])
+        ray.get(worker.stop.remote())
+    finally:
+        for member in (*members, store):
+            ray.kill(member, no_restart=True)
+

@@ -25,6 +25,7 @@ from edgewise.runtime.launch import (
     Attempt,
     Interrupted,
     await_all,
+    evaluate_epoch,
     launch,
     monitor_handle,
     ps_get,
@@ -72,6 +73,7 @@ class EpochRecord:
     staleness_mean: float = 0.0
     staleness_max: int = 0
     noise_scale: float | None = None  # the sync loop's B_simple, in samples (runtime.noise_scale)
+    validation_seconds: float = 0.0  # the epoch-end evaluation (on a worker), within wall_seconds
 
 
 def time_to_accuracy(epochs: Sequence[EpochRecord], target: float) -> float | None:
@@ -181,7 +183,8 @@ class _Job:
             ps_get(attempt, attempt.ps.begin_epoch.remote(epoch, list(attempt.workers)))
             futures = {w: h.run_epoch.remote(epoch) for w, h in attempt.workers.items()}
             stats = await_all(attempt, futures, self.config.heartbeat_s, self.events)
-            out = ps_get(attempt, attempt.ps.finish_epoch.remote())
+            out = ps_get(attempt, attempt.ps.finish_epoch.remote(evaluate=False))
+            out |= evaluate_epoch(attempt, self.config.heartbeat_s, self.events)
             wall = time.perf_counter() - t0
             ids = decode(out["applied_ids"]).arrays["ids"].copy()
             self.checkpoint = out["checkpoint"]
@@ -189,7 +192,8 @@ class _Job:
             record = EpochRecord(epoch, out["val_accuracy"], wall, len(ids) / wall,
                                  attempt.plan.workers, ids, stats, out.get("push_seconds", 0.0),
                                  wall / self.runtime.time_dilation, out["staleness_mean"],
-                                 int(out["staleness_max"]), out.get("noise_scale"))
+                                 int(out["staleness_max"]), out.get("noise_scale"),
+                                 out.get("validation_seconds", 0.0))
             self.records.append(record)
             self.events("epoch_end", {"epoch": epoch, "record": record})
             if self._reached_target():

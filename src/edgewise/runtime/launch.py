@@ -22,7 +22,8 @@ from edgewise.runtime.ray_cluster import RayRuntime
 from edgewise.runtime.staleness import Treatment
 from edgewise.runtime.worker import Worker
 
-__all__ = ["PS_PROBE_S", "Attempt", "Interrupted", "MemberSpec", "await_all", "launch",
+__all__ = ["PS_PROBE_S", "Attempt", "Interrupted", "MemberSpec", "await_all",
+           "evaluate_epoch", "evaluator_device", "launch",
            "monitor_handle", "ps_get",
            "start_ps", "start_worker"]
 
@@ -47,6 +48,7 @@ class Attempt:
     names: dict[str, str] = field(default_factory=dict)  # worker device -> member name
     closed: bool = False
     memory: MemoryWatch | None = None  # the devices' OOM kills at the start (not emulated)
+    evaluator: str = ""  # the worker device that measures each epoch's validation metric
 
     def lost_reason(self, device: str, otherwise: str,
                     timeout_s: float = PROBE_TIMEOUT_S) -> str:
@@ -132,6 +134,21 @@ def start_worker(runtime: RayRuntime, spec: MemberSpec, device: str, name: str, 
         spec.heartbeat_s, sync, spec.compression, steps)
 
 
+def evaluator_device(runtime: RayRuntime, plan: TrainPlan) -> str:
+    """The worker that evaluates each epoch: the fastest device (the cluster's nominal
+    speed; the first such in the plan's order on a tie). The parameter server sits where
+    the cluster puts it, in Deep-Edge's testbed on a Raspberry Pi, the slowest device of
+    all: evaluating there made the validation pass the longest part of an epoch."""
+    return max(plan.workers, key=lambda w: runtime.cluster.device(w).speed)
+
+
+def evaluate_epoch(run: Attempt, heartbeat_s: float, events: Any) -> dict[str, float]:
+    """The validation metric of the server's weights, measured by the run's evaluator
+    (``val_accuracy``, ``validation_seconds``); a lost evaluator interrupts the attempt."""
+    ref = run.workers[run.evaluator].evaluate.remote()
+    return dict(await_all(run, {run.evaluator: ref}, heartbeat_s, events)[run.evaluator])
+
+
 def launch(runtime: RayRuntime, config: TrainConfig, plan: TrainPlan, job_id: str,
            attempt: int, monitor: Any, store: Any, positions: dict[str, np.ndarray],
            validation: bytes | list[bytes], checkpoint: bytes | None, events: Any, *,
@@ -162,8 +179,13 @@ def launch(runtime: RayRuntime, config: TrainConfig, plan: TrainPlan, job_id: st
             batch_size=batches[w], monitor=monitor, sync=config.mode == "sync", steps=steps)
     loads = {w: h.load_shard.remote(store, positions[w], chunk_samples)
              for w, h in run.workers.items()}
+    run.evaluator = evaluator_device(runtime, plan)
     try:
         await_all(run, loads, config.heartbeat_s, events)
+        frames = validation if isinstance(validation, list) else [validation]
+        evaluator = run.workers[run.evaluator]
+        await_all(run, {run.evaluator: evaluator.set_evaluation.remote(frames, calibration or [])},
+                  config.heartbeat_s, events)
     except BaseException:
         run.teardown()
         raise

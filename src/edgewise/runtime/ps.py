@@ -11,20 +11,17 @@ import numpy as np
 import ray
 import torch
 
-from edgewise.errors import ConfigError
 from edgewise.nn.models import make_optimizer
-from edgewise.nn.workload import Workload, build_model, builtin_workload, metric_hits
+from edgewise.nn.workload import Workload, build_model, builtin_workload
 from edgewise.runtime.asyncapply import StaleApplier
 from edgewise.runtime.emulation import emulated_compute
+from edgewise.runtime.evaluate import calibration_samples, validation_metric
 from edgewise.runtime.noise_scale import NoiseScale
 from edgewise.runtime.staleness import Treatment
 from edgewise.runtime.trainstate import FlatState, Frame, Pushed, mean_pushes, read_frames
 from edgewise.wire.frames import decode, encode, to_torch
 
 __all__ = ["ParameterServer"]
-
-_EVAL_BATCH = 256
-
 
 def epoch_lr(base: float, schedule: str, epoch: int, epochs: int) -> float:
     """The learning rate of ``epoch`` (0-based) of ``epochs``: constant, or cosine-annealed
@@ -38,18 +35,6 @@ def _grad_sq(flats: dict[str, torch.Tensor]) -> float:
     """The squared norm of the gradients (``p.*``, flat float tensors) in a push or in a step's
     mean: a dot product each, no copy (this runs in every synchronous step)."""
     return sum(float(torch.dot(v, v)) for k, v in flats.items() if k.startswith("p."))
-
-
-def _calibration(frames: list[bytes], workload: Workload) -> torch.Tensor | None:
-    """The training samples of the calibration frames that decode (a corrupt image is left
-    out here: the worker whose shard holds it reports it, naming the file)."""
-    parts = []
-    for frame in frames:
-        try:
-            parts.append(torch.from_numpy(read_frames([frame], workload).x))
-        except ConfigError:
-            continue
-    return torch.cat(parts) if parts else None
 
 
 @ray.remote(max_concurrency=32)  # type: ignore[call-overload]
@@ -80,7 +65,7 @@ class ParameterServer:
         frames = [validation] if isinstance(validation, bytes) else list(validation)
         val = read_frames(frames, self.workload)
         self.val_x, self.val_y = torch.from_numpy(val.x), torch.from_numpy(val.y)
-        self.calib_x = _calibration(calibration or [], self.workload)
+        self.calib_x = calibration_samples(calibration or [], self.workload)
         self.applier = StaleApplier(treatment or Treatment(), self.flat, self.opt)
         self.lr_now = lr
         self.clock: dict[str, int] = {}  # pushes per worker this epoch (SSP's clocks)
@@ -221,44 +206,27 @@ class ParameterServer:
         self.pending, self.step_done = {}, self.pending_step
         self.lock.notify_all()
 
-    def _recalibrate(self) -> bool:
-        """Re-estimate the BatchNorm statistics for the current weights on the few training
-        batches the server holds (torch's ``update_bn``: running means and variances reset,
-        then averaged over the batches); False if the model has none or there is no data."""
-        has_bn = any(isinstance(m, torch.nn.modules.batchnorm._BatchNorm)
-                     and m.track_running_stats for m in self.model.modules())
-        if not has_bn or self.calib_x is None or not len(self.calib_x):
-            return False
-        batches = [self.calib_x[i : i + _EVAL_BATCH]
-                   for i in range(0, len(self.calib_x), _EVAL_BATCH)]
-        counters = [(b, b.clone()) for _, b in self.flat.buffers if not b.is_floating_point()]
-        torch.optim.swa_utils.update_bn(batches, self.model)
-        for counter, before in counters:  # num_batches_tracked still counts trained batches
-            counter.copy_(before)
-        return True
-
     def _accuracy(self) -> float:
-        """The workload's metric on the validation set, in eval mode, in batches."""
-        self._recalibrate()
-        self.model.eval()
-        hits = 0
-        with torch.no_grad():
-            for start in range(0, len(self.val_y), _EVAL_BATCH):
-                part = slice(start, start + _EVAL_BATCH)
-                hits += metric_hits(self.workload.task, self.model(self.val_x[part]),
-                                    self.val_y[part])
-        self.model.train()
-        return hits / len(self.val_y) if len(self.val_y) else float("nan")
+        """The workload's metric on the validation set (``runtime.evaluate``)."""
+        return validation_metric(self.model, self.workload.task, self.val_x, self.val_y,
+                                 self.calib_x)
+
+    def weights(self) -> Frame:
+        """The current weights frame, for the engine's evaluating worker (not a pull: no
+        staleness is counted for it)."""
+        with self.lock:
+            return self._weights()
 
     def progress(self) -> tuple[int, int]:
         return self.epoch, self.samples_this_epoch
 
-    def finish_epoch(self) -> dict[str, Any]:
-        """Checkpoint (weights and momentum) and validation accuracy at an epoch's end."""
+    def finish_epoch(self, evaluate: bool = True) -> dict[str, Any]:
+        """Checkpoint (weights and momentum) at an epoch's end, and the validation metric
+        measured here (NaN with ``evaluate=False``: the engine measures it on a worker)."""
         with self.lock:
             t0 = time.perf_counter()
             with emulated_compute(self.stretch):
-                accuracy = self._accuracy()
+                accuracy = self._accuracy() if evaluate else float("nan")
             state = self._checkpoint()
             ids = np.concatenate(self.applied) if self.applied else np.zeros(0, np.int64)
             checkpoint = encode(state, compression=self.compression,  # type: ignore[arg-type]

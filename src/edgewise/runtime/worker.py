@@ -18,6 +18,7 @@ from edgewise.nn.workload import Workload, build_network, builtin_workload, loss
 from edgewise.runtime.balance import epoch_batches
 from edgewise.runtime.datastore import chunks
 from edgewise.runtime.emulation import emulated_compute
+from edgewise.runtime.evaluate import calibration_samples, validation_metric
 from edgewise.runtime.heartbeat import Heartbeat
 from edgewise.runtime.shaping import ByteCounter, ShapedLink
 from edgewise.runtime.trainstate import FlatState, Frame, frame_view, read_frames
@@ -62,6 +63,7 @@ class Worker:
         self.x = torch.zeros(0)
         self.y = torch.zeros(0, dtype=torch.int64)
         self.ids = np.zeros(0, np.int64)
+        self.val: tuple[torch.Tensor, torch.Tensor, torch.Tensor | None] | None = None
 
     def load_shard(self, store: Any, positions: np.ndarray,
                    chunk_samples: int | None = None) -> int:
@@ -142,6 +144,30 @@ class Worker:
                 "compute_seconds_per_sample": spent["compute"] / max(n, 1),
                 **{f"{k}_seconds_per_batch": v / count for k, v in spent.items()
                    if k != "compute"}}
+
+    def set_evaluation(self, validation: list[bytes], calibration: list[bytes]) -> int:
+        """Make this worker the run's evaluator: decode the validation set and the
+        calibration batches (BatchNorm's re-estimation); returns the validation samples."""
+        val = read_frames(validation, self.workload)
+        self.val = (torch.from_numpy(val.x), torch.from_numpy(val.y),
+                    calibration_samples(calibration, self.workload))
+        return len(val.y)
+
+    def evaluate(self) -> dict[str, float]:
+        """The validation metric of the server's current weights, measured here at this
+        device's speed (``runtime.evaluate``), and the seconds it took with the transfer.
+        The worker's own weights are replaced; its next epoch pulls them anew."""
+        if self.val is None:
+            raise RuntimeError(f"{self.name} is not the run's evaluator")
+        t0 = time.perf_counter()
+        frame = ray.get(self.ps.weights.remote())
+        decoded = decode(frame_view(frame))
+        carry(self.ps_link, len(frame), self.counter,
+              raw_bytes=sum(a.nbytes for a in decoded.arrays.values()))
+        self.flat.load_weights(decoded)
+        with emulated_compute(self.stretch):
+            metric = validation_metric(self.model, self.workload.task, *self.val)
+        return {"val_accuracy": metric, "validation_seconds": time.perf_counter() - t0}
 
     def _obey(self) -> None:
         """Freeze while the device is stalled; cut or restore the link to the server."""

@@ -113,7 +113,8 @@ def _run_figures(run: UpdateRun, predicted_s: float, dilation: float) -> Figures
     """Epoch times in device time and their error against the prediction, the apps' misses.
     The prediction (Eq. 5–6) is of the epoch's training: every worker's ⌈d/b⌉ steps of
     compute and update, the slowest worker's loop; the engine's epoch also pulls the
-    weights once per worker and ends with the server's validation and checkpoint, which
+    weights once per worker and ends with the server's checkpoint and the validation pass
+    (on the fastest worker since 2026-11-28, on the server before), which
     the cost model leaves out, so the error is given against both (first epoch left out:
     it also ships the shards; epoch times vary ±15 % between epochs, so the median of five
     errs less than the median of three)."""

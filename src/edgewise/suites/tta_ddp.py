@@ -83,9 +83,13 @@ def _loop(config: dict[str, Any], rank: int, world: int, wrap: Any) -> list[tupl
                 loss(workload.task, model(x[index]), y[index]).backward()  # type: ignore[no-untyped-call]
                 opt.step()
         # rank 0 evaluates its replica outside DDP (DDP's forward would broadcast buffers,
-        # a collective the other ranks do not join)
+        # a collective the other ranks do not join), at its device's speed as the engine's
+        # evaluating worker does: the epoch's time counts it on both sides
         plain = getattr(model, "module", model)
-        acc = _accuracy(plain, workload.task, vx, vy) if rank == 0 else float("nan")
+        acc = float("nan")
+        if rank == 0:
+            with emulated_compute(config["stretch"][rank]):
+                acc = _accuracy(plain, workload.task, vx, vy)
         curve.append((acc, time.perf_counter() - started))
     return curve
 

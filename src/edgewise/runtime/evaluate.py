@@ -1,0 +1,63 @@
+"""Measuring a model's validation metric with BatchNorm statistics that fit its weights.
+
+Running means and variances that workers averaged into the server are those of weights
+several steps old; evaluating with them understates a model that trains fast. Before each
+evaluation the statistics are re-estimated on a few training batches for the weights being
+evaluated (torch's ``update_bn``: reset, then averaged over the batches), the way SWA
+evaluates its averaged weights. The parameter server and the engine's evaluating worker
+both measure with :func:`validation_metric`.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from edgewise.errors import ConfigError
+from edgewise.nn.workload import TaskSpec, Workload, metric_hits
+from edgewise.runtime.trainstate import read_frames
+
+__all__ = ["EVAL_BATCH", "calibration_samples", "recalibrate_bn", "validation_metric"]
+
+EVAL_BATCH = 256  # samples per forward pass while evaluating
+
+
+def calibration_samples(frames: list[bytes], workload: Workload) -> torch.Tensor | None:
+    """The training samples of the calibration frames that decode (a corrupt image is left
+    out here: the worker whose shard holds it reports it, naming the file)."""
+    parts = []
+    for frame in frames:
+        try:
+            parts.append(torch.from_numpy(read_frames([frame], workload).x))
+        except ConfigError:
+            continue
+    return torch.cat(parts) if parts else None
+
+
+def recalibrate_bn(model: torch.nn.Module, calib_x: torch.Tensor | None) -> bool:
+    """Re-estimate ``model``'s BatchNorm statistics on ``calib_x`` (``num_batches_tracked``
+    keeps counting trained batches); False if it has no BatchNorm or there is no data."""
+    has_bn = any(isinstance(m, torch.nn.modules.batchnorm._BatchNorm) and m.track_running_stats
+                 for m in model.modules())
+    if not has_bn or calib_x is None or not len(calib_x):
+        return False
+    batches = [calib_x[i : i + EVAL_BATCH] for i in range(0, len(calib_x), EVAL_BATCH)]
+    counters = [(b, b.clone()) for b in model.buffers() if not b.is_floating_point()]
+    torch.optim.swa_utils.update_bn(batches, model)
+    for counter, before in counters:
+        counter.copy_(before)
+    return True
+
+
+def validation_metric(model: torch.nn.Module, task: TaskSpec, val_x: torch.Tensor,
+                      val_y: torch.Tensor, calib_x: torch.Tensor | None) -> float:
+    """The workload's metric on the validation set, in eval mode and in batches, after
+    :func:`recalibrate_bn`; NaN for an empty validation set. Leaves ``model`` training."""
+    recalibrate_bn(model, calib_x)
+    model.eval()
+    hits = 0
+    with torch.no_grad():
+        for start in range(0, len(val_y), EVAL_BATCH):
+            part = slice(start, start + EVAL_BATCH)
+            hits += metric_hits(task, model(val_x[part]), val_y[part])
+    model.train()
+    return hits / len(val_y) if len(val_y) else float("nan")

@@ -1,0 +1,58 @@
+"""The time-to-accuracy race's figures over repeated runs: medians, never-reached times,
+ratios of the medians (``suites.time_to_accuracy.figures_of``), on hand-made curves."""
+
+from __future__ import annotations
+
+import pytest
+
+from edgewise.suites.time_to_accuracy import figures_of
+from edgewise.suites.tta_arms import ArmResult
+
+
+def _arm(name: str, accs: list[float], epoch_s: float, stale: float | None = None,
+         misses: int = 0) -> ArmResult:
+    times = tuple(epoch_s * (i + 1) for i in range(len(accs)))
+    return ArmResult(name, tuple(accs), times, stale, {"app": misses})
+
+
+def _run(de_sync: list[float], fair_sync: list[float], ddp: list[float]) -> dict[str, ArmResult]:
+    return {"deep-edge/async": _arm("deep-edge/async", [0.5, 0.96], 1.0, stale=2.0, misses=1),
+            "deep-edge/sync": _arm("deep-edge/sync", de_sync, 2.0, misses=2),
+            "fair/sync": _arm("fair/sync", fair_sync, 3.0),
+            "ray-train-ddp": _arm("ray-train-ddp", ddp, 4.0),
+            "single-device": _arm("single-device", [0.2, 0.5, 0.95], 10.0)}
+
+
+def test_figures_are_medians_over_the_runs_and_ratios_of_the_medians() -> None:
+    runs = [_run([0.95, 0.99], [0.1, 0.95], [0.95, 0.97]),   # de 2, fair 6, ddp 4
+            _run([0.1, 0.1, 0.92], [0.1, 0.1], [0.1, 0.95]),  # de 6, fair never, ddp 8
+            _run([0.1, 0.1], [0.1, 0.1, 0.1], [0.1, 0.96])]  # de never, fair never, ddp 8
+    f = figures_of(runs, 0.9)
+    assert f["repeats"] == 3
+    assert f["tta_device_seconds_runs"]["deep-edge/sync"] == [2.0, 6.0, None]
+    # the median with a never-reached run counted as longer than any time
+    assert f["tta_device_seconds"]["deep-edge/sync"] == 6.0
+    assert f["tta_device_seconds"]["fair/sync"] is None  # two of three never reached it
+    assert f["tta_device_seconds"]["ray-train-ddp"] == 8.0
+    assert f["tta_device_seconds"]["single-device"] == 30.0
+    assert f["tta_device_seconds"]["deep-edge/async"] == 2.0
+    # best edgewise arm: deep-edge/async's median 2.0
+    assert f["tta_ratio_best_to_ray_train_ddp"] == pytest.approx(2.0 / 8.0)
+    assert f["tta_ratio_best_to_single_device"] == round(2.0 / 30.0, 4)  # rounded
+    assert f["tta_speedup_deep_edge_over_fair"] is None  # fair's median is never
+    assert f["epoch_speedup_deep_edge_over_fair"] == pytest.approx(3.0 / 1.0)
+    assert f["final_accuracy"]["deep-edge/sync"] == 0.92
+    assert f["async_final_accuracy"] == 0.96
+    assert f["async_minus_sync_final_accuracy"] == pytest.approx(0.96 - 0.92)
+    assert f["staleness_mean"] == 2.0
+    assert f["deadline_misses"]["deep-edge/sync"] == {"app": 6}  # summed over the runs
+    assert len(f["curves"]["fair/sync"]) == 3
+    assert f["curves"]["fair/sync"][2]["device_seconds"] == [3.0, 6.0, 9.0]
+
+
+def test_one_run_gives_that_runs_figures() -> None:
+    f = figures_of([_run([0.95], [0.1, 0.95], [0.97])], 0.9)
+    assert f["tta_device_seconds"] == {"deep-edge/async": 2.0, "deep-edge/sync": 2.0,
+                                       "fair/sync": 6.0, "ray-train-ddp": 4.0,
+                                       "single-device": 30.0}
+    assert f["tta_speedup_deep_edge_over_fair"] == pytest.approx(6.0 / 2.0)
