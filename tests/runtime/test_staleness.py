@@ -82,6 +82,22 @@ def test_staleness_aware_lr_divides_the_step_by_the_staleness() -> None:
     assert applier.treat(_push(flat, 0))[1] == pytest.approx(1 / 3)
 
 
+def test_a_pushs_step_scales_with_its_batch_over_the_reference() -> None:
+    """With a batch reference of 2 samples, a 4-sample push (``_push``) steps twice as far,
+    times its staleness factor; the paper's loop (``none``) never scales."""
+    torch.manual_seed(0)
+    flat = FlatState(nn.Linear(3, 2))
+    opt = torch.optim.Adam(flat.optimizer_parameters().values(), lr=0.1)
+    applier = StaleApplier(Treatment("staleness-lr", batch_reference=2), flat, opt)
+    assert applier.treat(_push(flat, 0))[1] == pytest.approx(4 / 2)
+    applier.treat(_push(flat, 1))
+    assert applier.treat(_push(flat, 0))[1] == pytest.approx(4 / 2 / 2)
+    paper = StaleApplier(Treatment("none", batch_reference=2), flat, opt)
+    assert paper.treat(_push(flat, paper.ledger.version))[1] == 1.0
+    with pytest.raises(ValueError, match="batch_reference"):
+        Treatment("staleness-lr", batch_reference=-1)
+
+
 def test_momentum_compensation_lowers_adams_beta1_by_the_implicit_momentum() -> None:
     flat, opt, applier = _server("staleness-lr")
     for base in (0, 0, 0, 0, 0, 0):  # growing staleness

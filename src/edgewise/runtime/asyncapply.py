@@ -70,6 +70,8 @@ class StaleApplier:
             for key, now in self._params().items():
                 flats[key] = self._compensate(key, flats[key], now, then[key])
         factor = staleness_lr(1.0, tau) if name == "staleness-lr" else 1.0
+        if self.treatment.batch_reference > 0 and name != "none":
+            factor *= len(pushed.ids) / self.treatment.batch_reference
         if self.treatment.momentum_compensation and name != "none":
             self._compensate_momentum()
         return flats, factor

@@ -157,9 +157,13 @@ def launch(runtime: RayRuntime, config: TrainConfig, plan: TrainPlan, job_id: st
     """Start the parameter server and one worker per planned device; ship the shards in
     chunks of ``chunk_samples``. ``workload`` defaults to the config's. The ``sync`` loop
     runs balanced steps (``runtime.balance``), its learning rate scaled to their global
-    batch."""
+    batch; the treated ``async`` loop scales each push's step by its batch over the plan's
+    smallest (``Treatment.batch_reference``)."""
     spec = MemberSpec.of(config, workload)
     batches, steps = dict(plan.batch_sizes), 0
+    if spec.treatment.name != "none":  # a sample weighs the same whichever batch it was in
+        smallest = min(plan.batch_sizes[w] for w in plan.workers)
+        spec = replace(spec, treatment=replace(spec.treatment, batch_reference=smallest))
     if config.mode == "sync":
         balanced = balanced_steps(plan.shards, plan.batch_sizes, config.optimizer)
         batches, steps = dict(balanced.batch_sizes), balanced.steps

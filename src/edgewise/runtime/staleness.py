@@ -45,6 +45,9 @@ class Treatment:
     dc_decay: float = 0.95  # the mean square's decay (DC-ASGD's m)
     gap_decay: float = 0.99  # the running mean of one step's absolute change (gap-aware's C)
     momentum_compensation: bool = True
+    # > 0: a push's step is scaled by its batch over this many samples (linear rule), so a
+    # sample weighs the same whichever worker's batch it was in; 0: every push alike
+    batch_reference: int = 0
 
     def __post_init__(self) -> None:
         if self.name not in TREATMENTS:
@@ -52,6 +55,8 @@ class Treatment:
                              f"{', '.join(TREATMENTS)}")
         if self.ssp_bound < 0:
             raise ValueError(f"ssp_bound must be >= 0, got {self.ssp_bound}")
+        if self.batch_reference < 0:
+            raise ValueError(f"batch_reference must be >= 0, got {self.batch_reference}")
 
     @property
     def needs_snapshots(self) -> bool:
