@@ -172,7 +172,9 @@ def launch(runtime: RayRuntime, config: TrainConfig, plan: TrainPlan, job_id: st
                             "lr_factor": balanced.lr_factor})
     ps_name = f"ps-{job_id}-{attempt}"
     memory = MemoryWatch.start(runtime, [*plan.workers, plan.ps_device])
-    ps = start_ps(runtime, spec, plan.ps_device, ps_name, validation, checkpoint, calibration)
+    # the server only checkpoints: the evaluating worker holds the validation set and the
+    # calibration batches (evaluate_epoch), so the server decodes neither
+    ps = start_ps(runtime, spec, plan.ps_device, ps_name, [], checkpoint, None)
     run = Attempt(plan, ps, ps_name, {}, monitor, memory=memory)
     for w in plan.workers:
         name = f"worker-{job_id}-{attempt}-{w}"
