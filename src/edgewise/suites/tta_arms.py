@@ -105,6 +105,5 @@ def edgewise_arm(runtime: RayRuntime, setup: TTASetup, policy: str, mode: str,
                            [r.device_seconds for r in records])
     stale = float(np.mean([r.staleness_mean for r in records])) if records else None
     return ArmResult(f"{policy}/{mode}", accs, times, stale, app_misses(done.apps),
-                     {"validation_seconds": [round(r.validation_seconds, 3) for r in records],
-                      "shards": dict(done.train_plan.shards),
+                     {"shards": dict(done.train_plan.shards),
                       "batch_sizes": dict(done.train_plan.batch_sizes)})
