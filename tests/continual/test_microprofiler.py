@@ -75,8 +75,13 @@ def test_microprofile_estimates_and_costs() -> None:
     by = {p.config.name: p for p in profile.configs}
     assert len(by) == 3 and all(len(p.observed) == 5 for p in profile.configs)
     long, short = by[configs[1].name], by[configs[0].name]
-    assert long.cost_s == pytest.approx(6 * short.cost_s, rel=0.5)  # linear in epochs
-    assert by[configs[2].name].cost_s < short.cost_s  # less data, frozen layers: cheaper
+    # linear in epochs. Both costs are the training thread's CPU time (thread_time), which
+    # waiting for a core does not add to: long / (6 short) read 0.98 to 1.11, idle and
+    # beside six busy processes on 2 cores; 60 % is over 5x that spread (a cost that
+    # ignored the epochs would read 1/6).
+    assert long.cost_s == pytest.approx(6 * short.cost_s, rel=0.6)
+    # less data, frozen layers: cheaper (CPU time, 6.5x to 9x apart in the same readings)
+    assert by[configs[2].name].cost_s < short.cost_s
     assert all(0.0 <= o.accuracy <= 1.0 for o in profile.options())
 
 

@@ -72,7 +72,11 @@ def test_plan_predicts_retraining_completion_and_replans(runtime: RayRuntime) ->
     # Algorithm 1 re-runs when a retraining completes with time left in the window: once
     # at least if one completed early, and never more often than retrainings completed.
     # (How close the real finish comes to the planned one is `bench ekya`'s figure.)
-    early = [n for n, t in finished.items() if t < 0.9 * 4.0]
+    # The driver re-plans on seeing a completion before 98 % of the window, which is later
+    # than the finish the actor's clock reports by the call's start and its result's
+    # return: an actor call's round trip took at most 0.14 s at load average 15 on 2 cores
+    # (2.8 ms idle). "Early" is half the window, 1.9 s before that cut: over 5x the delay.
+    early = [n for n, t in finished.items() if t < 0.5 * 4.0]
     assert min(1, len(early)) <= r.replans <= len(finished)
     assert set(r.golden_accuracy) == set(r.accuracy) == {"cam0", "cam1"}
     assert all(0.0 <= a <= 1.0 for a in r.planned_accuracy.values())

@@ -111,14 +111,17 @@ def test_training_lowers_the_loss(fast: FastRun) -> None:
 
 
 @pytest.mark.ray
-def test_a_slow_link_slows_every_iteration(runtime: RayRuntime, fast: FastRun) -> None:
+def test_a_slow_link_slows_every_iteration(runtime: RayRuntime) -> None:
     slow = train_model_parallel(runtime, bench_model(seed=3), CUTS, ["n0", "n1", "n2"],
                                 digits_batches(BATCH, 4, seed=1), optimizer="adam", lr=LR)
 
     # Stage 1 -> 2 carries a BATCH x 32 x 4 x 4 float32 activation forward and its gradient
-    # back over the slow link: each iteration takes at least that much longer.
+    # back over the slow link: every iteration lasts at least that long. A lower bound that
+    # a loaded host cannot break (it only adds time); the unshaped run's iterations take
+    # about half of it, so a link that is not shaped fails here. (Comparing with the fast
+    # run's mean instead flaked on a loaded host: its compute slowed by more than the margin.)
     extra_s = 2 * BATCH * 32 * 16 * 4 * 8 / (SLOW_MBPS * 1e6)
-    assert slow.mean_iteration_s - float(np.mean(fast.seconds[1:])) > 0.8 * extra_s
+    assert min(slow.iteration_s[1:]) > 0.8 * extra_s
     assert all(a + b > 0.8 * extra_s for a, b in zip(*slow.transfer_s[1:], strict=True))
     assert slow.mean_transfer_s > 0.8 * extra_s
     assert slow.wire_bytes[1] >= len(slow.losses) * BATCH * 32 * 16 * 4

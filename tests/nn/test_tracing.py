@@ -22,7 +22,8 @@ class _Pausing(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         self.inside.set()
-        self.go_on.wait(timeout=10.0)
+        # the test sets go_on in a finally; the timeout only bounds a test killed meanwhile
+        self.go_on.wait(timeout=300.0)
         return self.lin(x)
 
 
@@ -39,13 +40,17 @@ def test_a_dry_run_during_a_trace_waits_for_it_and_succeeds() -> None:
 
     tracer = threading.Thread(target=guarded, args=(
         lambda: layer_dag(_Pausing(inside, go_on), torch.zeros(1, 4)),))
-    tracer.start()
-    assert inside.wait(timeout=30.0)  # the trace is under way, paused in forward
     checker = threading.Thread(target=guarded, args=(lambda: validate(DIGITS, batch_size=8),))
-    checker.start()
-    checker.join(timeout=3.0)  # without the lock it would run (and fail) inside the trace
-    assert checker.is_alive() and errors == []  # it waits for the trace to end
-    go_on.set()
+    tracer.start()
+    try:
+        assert inside.wait(timeout=120.0)  # the trace is under way, paused in forward
+        checker.start()
+        checker.join(timeout=3.0)  # without the lock it would run (and fail) inside the trace
+        # the trace stays paused until go_on (no timer runs out under it however slow the
+        # host), so a checker that waits for the lock is alive here
+        assert checker.is_alive() and errors == []  # it waits for the trace to end
+    finally:
+        go_on.set()
     tracer.join()
     checker.join()
     assert errors == []

@@ -7,6 +7,7 @@ import importlib
 import json
 import math
 import shutil
+import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -38,7 +39,9 @@ def _rows(path: Path) -> tuple[list[str], list[dict[str, str]]]:
 def test_tiny_profile_writes_the_schema_and_resumes(tmp_path: Path) -> None:
     out = tmp_path / "p" / "profile.csv"
     calls: list[tuple[int, int, str]] = []
+    started = time.monotonic()
     first = profile(out, _tiny(), lambda d, n, k: calls.append((d, n, k)))
+    profiled_ms = 1000 * (time.monotonic() - started)
     header, rows = _rows(out)
     assert tuple(header) == COLUMNS and len(rows) == 2 and first.written == 2
     assert calls[0] == (0, 2, sample_key(POINT, 8, 0)) and calls[-1] == (2, 2, "done")
@@ -46,11 +49,15 @@ def test_tiny_profile_writes_the_schema_and_resumes(tmp_path: Path) -> None:
         assert (row["device_type"], row["app_kind"], int(row["batch_size"])) == \
             ("test-host", "sift", batch)
         assert int(row["n_workers"]) == 1 and float(row["batch_mean"]) == batch
+        # seconds, not milliseconds: at most 0.0016 s a sample and 0.018 s an update at load
+        # average 10 to 20 on 2 cores, over 50x under these bounds
         assert 0 < float(row["compute_s_per_sample"]) < 0.1 and 0 < float(row["update_s"]) < 1
         assert 0 <= float(row["new_cpu"]) <= 100 and 0 < float(row["mem"]) <= 100
         assert float(row["ps_cpu"]) == float(row["cpu"])
+        # milliseconds: above 1 (SIFT takes longer), and no frame outlasts the profiling
+        # that ran the app (the host's load stretches it: 196 to 1,782 ms at load 10 to 20)
         exec_ms = float(row["app_exec_ms"])
-        assert not math.isnan(exec_ms) and exec_ms > 1.0 and exec_ms < 5000
+        assert not math.isnan(exec_ms) and 1.0 < exec_ms < profiled_ms
 
     again = profile(out, _tiny())
     assert (again.written, again.skipped, len(again.samples)) == (0, 2, 2)

@@ -31,6 +31,7 @@ from edgewise.runtime.launch import (
 from edgewise.runtime.plan import TrainConfig, TrainPlan, equal_plan
 from edgewise.runtime.ray_cluster import RayRuntime, start_local
 from edgewise.runtime.trainstate import read_frames
+from edgewise.runtime.vessel import release_members
 from edgewise.wire.frames import decode
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
@@ -198,6 +199,5 @@ def test_the_evaluating_worker_measures_what_the_server_measures(
         assert np.isnan(ray.get(ps.finish_epoch.remote(evaluate=False))["val_accuracy"])
         ray.get(worker.stop.remote())
     finally:
-        for member in (*members, store):
-            ray.kill(member, no_restart=True)
+        release_members([*members, store])
 

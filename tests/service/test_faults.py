@@ -28,9 +28,11 @@ def _samples(manager: ManagerProcess, family: str) -> dict[tuple[tuple[str, str]
 
 @pytest.mark.timeout(600)
 def test_a_killed_worker_is_a_fault_a_strike_and_a_replan(manager: ManagerProcess) -> None:
-    # the apps are off: this checks the fault path (and that the flag leaves them out)
+    # the apps are off: this checks the fault path (and that the flag leaves them out).
+    # The kill must land before the job ends: after the first epoch is seen, seven more
+    # (a few seconds idle, more when a load slows the job) against one poll and one POST.
     job = manager.post("/api/v1/jobs", {"kind": "update",
-                                        "spec": {"epochs": 3, "background_apps": False}})
+                                        "spec": {"epochs": 8, "background_apps": False}})
     deadline = time.monotonic() + 300
     while (manager.get(f"/api/v1/jobs/{job['id']}")["summary"].get("epoch") or 0) < 1:
         assert time.monotonic() < deadline

@@ -37,18 +37,19 @@ def url(backend: JobManager) -> Iterator[str]:
                          log_level="warning")
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 60  # generous: it ends as soon as the server is up
     while not server.started and time.monotonic() < deadline:
         time.sleep(0.02)
     assert server.started
     yield f"http://127.0.0.1:{port}"
     server.should_exit = True
-    thread.join(timeout=5)
+    thread.join(timeout=60)  # generous: a loaded host slows the shutdown, not its outcome
     assert not thread.is_alive()
 
 
-def _raw(url: str, data: bytes, wait_s: float = 5.0) -> bytes:
-    """Send ``data`` on a fresh connection and read until the server closes it."""
+def _raw(url: str, data: bytes, wait_s: float = 60.0) -> bytes:
+    """Send ``data`` on a fresh connection and read until the server closes it (a server
+    that never does fails the test after ``wait_s`` of silence)."""
     host, port = url.removeprefix("http://").split(":")
     with socket.create_connection((host, int(port)), timeout=wait_s) as sock:
         sock.sendall(data)
@@ -60,20 +61,27 @@ def _raw(url: str, data: bytes, wait_s: float = 5.0) -> bytes:
 
 def test_the_real_server_requires_the_token(url: str) -> None:
     health = f"{url}/api/v1/health"
-    ok = httpx.get(health, headers={"Authorization": f"Bearer {TOKEN}"}, timeout=5)
+    ok = httpx.get(health, headers={"Authorization": f"Bearer {TOKEN}"}, timeout=30)
     assert ok.status_code == 200 and ok.json() == {"status": "ok"}
     assert "server" not in ok.headers
-    assert httpx.get(health, timeout=5).status_code == 401
+    assert httpx.get(health, timeout=30).status_code == 401
     big = (b" " * 1024 for _ in range(100))  # chunked, no Content-Length, over 64 KiB
     auth = {"Authorization": f"Bearer {TOKEN}"}
     assert httpx.post(f"{url}/api/v1/jobs", content=big, headers=auth,
-                      timeout=5).status_code == 413
+                      timeout=30).status_code == 413
+
+
+# The head and body deadlines are 1 s. A loaded host only delays the close: closed after
+# 1.00 s idle, after at most 1.5 s on 2 cores at load average 25. So the bounds: not before
+# the deadline (0.8 s leaves the clocks' slack), and 10 s, over 5x what was measured.
+DEADLINE_BOUNDS_S = (0.8, 10.0)
 
 
 def test_a_half_sent_request_head_is_closed_after_the_deadline(url: str) -> None:
     started = time.monotonic()
     answer = _raw(url, b"GET /api/v1/health HTTP/1.1\r\nHost: x\r\n")  # no blank line
-    assert answer == b"" and 0.8 < time.monotonic() - started < 4.0
+    low, high = DEADLINE_BOUNDS_S
+    assert answer == b"" and low < time.monotonic() - started < high
 
 
 def test_a_body_that_does_not_arrive_gets_a_408(url: str) -> None:
@@ -81,7 +89,8 @@ def test_a_body_that_does_not_arrive_gets_a_408(url: str) -> None:
             "Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"kind\"")
     started = time.monotonic()
     answer = _raw(url, head.encode())
-    assert answer.startswith(b"HTTP/1.1 408") and time.monotonic() - started < 4.0
+    low, high = DEADLINE_BOUNDS_S
+    assert answer.startswith(b"HTTP/1.1 408") and low < time.monotonic() - started < high
     assert json.loads(answer.split(b"\r\n\r\n", 1)[1]) == {
         "detail": "request body not received within 1 s"}
 
@@ -114,17 +123,18 @@ def test_slow_clients_cannot_starve_the_server_or_flood_the_log(url: str) -> Non
     handler = logging.Handler()
     handler.emit = records.append  # type: ignore[method-assign]
     logger = logging.getLogger("uvicorn.error")
+    started = time.monotonic()
     logger.addHandler(handler)
     host, port = url.removeprefix("http://").split(":")
     slow = []
     try:
         for _ in range(2 * LIMITS.max_connections):
-            sock = socket.create_connection((host, int(port)), timeout=5)
+            sock = socket.create_connection((host, int(port)), timeout=30)
             sock.sendall(b"GET /api/v1/health HTTP/1.1\r\nHost: x\r\n")
             slow.append(sock)
         time.sleep(LIMITS.header_timeout_s + 1.5)
         ok = httpx.get(f"{url}/api/v1/health", headers={"Authorization": f"Bearer {TOKEN}"},
-                       timeout=5)
+                       timeout=30)
         assert ok.status_code == 200
         closed = 0
         for sock in slow:
@@ -136,9 +146,14 @@ def test_slow_clients_cannot_starve_the_server_or_flood_the_log(url: str) -> Non
         assert closed == len(slow)
     finally:
         logger.removeHandler(handler)
+        elapsed = time.monotonic() - started
         for sock in slow:
             sock.close()
-    assert 0 < len(records) <= 30  # the filter's burst, not one line per bad client
+    # The filter's burst and its refill over the time the records were caught (which a
+    # loaded host lengthens), not one line per bad client: 20 lines in 2.5 s idle, and in
+    # 2.7 s at load average 25, of 80 bad clients.
+    rate = RateLimitFilter()
+    assert 0 < len(records) <= rate.burst + rate.per_second * elapsed
 
 
 def _closed(sock: socket.socket, wait_s: float = 2.0) -> bool:
@@ -159,9 +174,9 @@ def test_half_open_connections_without_the_token_leave_room_for_it(url: str) -> 
     answers = []
     try:
         for k in range(4 * LIMITS.max_connections):
-            crowd.append(socket.create_connection((host, int(port)), timeout=5))
+            crowd.append(socket.create_connection((host, int(port)), timeout=30))
             if k % 20 == 19:
-                with httpx.Client(timeout=5) as fresh:
+                with httpx.Client(timeout=30) as fresh:
                     answers.append(fresh.get(f"{url}/api/v1/health", headers=auth).status_code)
         assert answers == [200] * (4 * LIMITS.max_connections // 20)
         still_open = len(crowd) - sum(_closed(sock, 0.5) for sock in crowd)
@@ -195,10 +210,10 @@ def test_connections_that_prove_the_token_are_not_evicted(url: str) -> None:
     host, port = url.removeprefix("http://").split(":")
     request = (f"GET /api/v1/health HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {TOKEN}"
                "\r\n\r\n").encode()
-    with socket.create_connection((host, int(port)), timeout=5) as kept:
+    with socket.create_connection((host, int(port)), timeout=30) as kept:
         kept.sendall(request)
         assert kept.recv(65536).startswith(b"HTTP/1.1 200")
-        crowd = [socket.create_connection((host, int(port)), timeout=5)
+        crowd = [socket.create_connection((host, int(port)), timeout=30)
                  for _ in range(2 * LIMITS.max_unproven)]
         try:
             kept.sendall(request)

@@ -16,7 +16,11 @@ import pytest
 from managerproc import ManagerProcess
 
 pytestmark = [pytest.mark.ray, pytest.mark.system, pytest.mark.slow]
-EPOCHS = 4
+EPOCHS = 8
+CAUGHT = EPOCHS - 4
+"""The kill comes at an epoch from 1 to CAUGHT: a window of four epochs to be seen in by a
+poll every 0.3 s, and four epochs left for the kill to land before the job ends, whatever
+the speed of the host (a load slows the job and the polls alike)."""
 
 
 def _specs(manager: ManagerProcess) -> dict[str, dict[str, Any]]:
@@ -32,7 +36,7 @@ def _wait_for_a_checkpoint(manager: ManagerProcess, job_id: str, timeout_s: floa
     while time.monotonic() < deadline:
         job = manager.get(f"/api/v1/jobs/{job_id}")
         epoch = job["summary"].get("epoch") or 0
-        if 1 <= epoch < EPOCHS - 1:
+        if 1 <= epoch <= CAUGHT:
             return int(epoch)
         assert job["state"] in ("pending", "planning", "running"), (job["state"], job["reason"])
         time.sleep(0.3)
@@ -58,7 +62,8 @@ def test_kill_9_then_restart_resumes_or_interrupts_every_job(tmp_path: Path) -> 
         helpers = manager.descendants()
         assert any("raylet" in p.name() or "gcs_server" in p.name() for p in helpers)
         manager.kill9()
-        assert _gone_within(helpers, 20.0) == []  # the reaper ended Ray with the manager
+        # the reaper ended Ray with the manager (generous: it returns once they are gone)
+        assert _gone_within(helpers, 120.0) == []
 
         manager.start()
         update = manager.wait_job(ids["update"], timeout_s=300)

@@ -347,6 +347,7 @@ def test_a_worker_past_its_devices_memory_limit_is_named_out_of_memory(
     ran out of memory, not just that a worker was lost. nano-2 was struck twice before, so
     this third strike excludes it and the job completes on the other two."""
     from edgewise.runtime.health import StrikeLedger
+    from edgewise.runtime.vessel import clear_pool
 
     tb, rel = live.tb, live.tb.record.plan.node("nano-2").cgroup
     cgroups = tb.nodes.cgroups
@@ -356,6 +357,7 @@ def test_a_worker_past_its_devices_memory_limit_is_named_out_of_memory(
     ledger = StrikeLedger(tmp_path / "strikes.json")
     ledger.strike("nano-2")
     ledger.strike("nano-2")
+    clear_pool(wait_s=60)  # no process of an earlier run, PyTorch loaded, waits on nano-2
     # room for a reading of the counter (a Python with Ray, ~100 MB), not for a worker
     # (~270 MB): 160 MB over what the node's processes hold (its page cache reclaimable)
     limit_file.write_text(str(_unreclaimable_bytes(limit_file.parent) + 160 * 2**20))

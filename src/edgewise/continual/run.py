@@ -83,14 +83,16 @@ def _launch(runtime: RayRuntime, stream: Stream, weights: bytes,
             settings: RunSettings, device: str = DEVICE) -> StreamRun:
     import ray
 
-    opts = runtime.actor_options(device, ACTOR_MEMORY_MB)
+    from edgewise.runtime.vessel import spawn_member
+
+    opts = runtime.actor_options(device, ACTOR_MEMORY_MB, evict_idle=False)
     env = mps_env(0.5)
     if env:
         opts["runtime_env"] = {"env_vars": env}
-    infer = ray.remote(InferenceActor).options(**opts, max_concurrency=2).remote(
-        weights, settings.stretch)
-    trainer = ray.remote(RetrainActor).options(**opts, max_concurrency=2).remote(
-        settings.stretch)
+    infer = spawn_member(ray.remote(InferenceActor), {**opts, "max_concurrency": 2},
+                         weights, settings.stretch)
+    trainer = spawn_member(ray.remote(RetrainActor), {**opts, "max_concurrency": 2},
+                           settings.stretch)
     return StreamRun(stream, weights, infer, trainer)
 
 
@@ -221,11 +223,9 @@ def execute(runtime: RayRuntime, problem: LiveProblem, policy: str | Policy, /, 
     try:
         return _windows(runs, planner, problem.windows, settings, golden, holdout, progress)
     finally:
-        import ray
+        from edgewise.runtime.vessel import release_members
 
-        for r in runs:
-            ray.kill(r.infer)
-            ray.kill(r.trainer)
+        release_members([h for r in runs for h in (r.infer, r.trainer)])
 
 
 def _holdout(streams: tuple[Stream, ...], seed: int) -> Stream:

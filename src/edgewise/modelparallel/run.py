@@ -31,6 +31,7 @@ from edgewise.nn.models import OPTIMIZERS
 from edgewise.nn.split import split_sequential
 from edgewise.runtime.mpstages import TrainStage
 from edgewise.runtime.ray_cluster import RayRuntime
+from edgewise.runtime.vessel import release_members, spawn_member
 from edgewise.wire.activation import ActivationCodec, decode_activation, encode_activation
 from edgewise.wire.state import decode_state_dict, stage_payload
 
@@ -131,10 +132,11 @@ class ModelParallelTrainer:
             skeleton, weights = stage_payload(part)
             mem = memory_mb[k] if memory_mb is not None else 64 + math.ceil(
                 4 * len(weights) / 2**20)
-            options = runtime.actor_options(device, int(mem), f"mp-{tag}-{k}")
-            self.stages.append(TrainStage.options(**options).remote(  # type: ignore[attr-defined]
-                f"mp-{tag}-{k}", device, skeleton, weights, runtime.stretch.get(device, 1.0),
-                optimizer, lr, self.codec))
+            options = runtime.actor_options(device, int(mem), f"mp-{tag}-{k}",
+                                            evict_idle=False)
+            self.stages.append(spawn_member(
+                TrainStage, options, f"mp-{tag}-{k}", device, skeleton, weights,
+                runtime.stretch.get(device, 1.0), optimizer, lr, self.codec))
         try:
             ray.get([self._connect(k) for k in range(len(self.stages))],
                     timeout=startup_timeout_s)
@@ -203,8 +205,7 @@ class ModelParallelTrainer:
 
     def close(self) -> None:
         """Kill the stage actors."""
-        for stage in self.stages:
-            ray.kill(stage)
+        release_members(self.stages)
         self.stages = []
 
 

@@ -23,6 +23,7 @@ from edgewise.nn.slices import SliceWeights, state_bytes
 from edgewise.nn.split import split_sequential
 from edgewise.runtime.ray_cluster import RayRuntime
 from edgewise.runtime.stages import DispatchEndpoint, StageActor
+from edgewise.runtime.vessel import release_members, spawn_member
 from edgewise.wire.activation import ActivationCodec, decode_activation, encode_activation
 from edgewise.wire.state import stage_payload
 
@@ -123,9 +124,9 @@ class Dispatcher:
         self.startup_timeout_s = startup_timeout_s
         devices = tuple(devices)
         self.device = dispatcher_device or _pick_dispatcher(runtime, devices)
-        self.endpoint = DispatchEndpoint.options(  # type: ignore[attr-defined]
-            **runtime.actor_options(self.device, _ENDPOINT_MEMORY_MB,
-                                    f"dispatch-{uuid.uuid4().hex[:8]}")).remote()
+        self.endpoint = spawn_member(DispatchEndpoint, runtime.actor_options(
+            self.device, _ENDPOINT_MEMORY_MB, f"dispatch-{uuid.uuid4().hex[:8]}",
+            evict_idle=False))
         self.version, self.restarts, self.resends, self.duplicates = 0, 0, 0, 0
         self._next_id = self._next_yield = 0
         self._pending: dict[int, _Pending] = {}
@@ -201,8 +202,7 @@ class Dispatcher:
 
     def close(self) -> None:
         """Kill the stages and the endpoint."""
-        for actor in [*(s.handle for s in self.stages), self.endpoint]:
-            ray.kill(actor)
+        release_members([*(s.handle for s in self.stages), self.endpoint])
         self.stages = []
 
     def _parts(self, model: nn.Module | None, cuts: tuple[int, ...], splitter: Splitter
@@ -242,10 +242,10 @@ class Dispatcher:
         return src.connect.remote(hop, self.runtime.transport_link(device, peer))
 
     def _start(self, stage: _Stage, device: str) -> Any:
-        options = self.runtime.actor_options(device, stage.memory_mb, stage.name)
-        return StageActor.options(**options).remote(  # type: ignore[attr-defined]
-            stage.name, device, stage.skeleton, stage.weights,
-            self.runtime.stretch.get(device, 1.0), stage.codec)
+        options = self.runtime.actor_options(device, stage.memory_mb, stage.name,
+                                             evict_idle=False)
+        return spawn_member(StageActor, options, stage.name, device, stage.skeleton,
+                            stage.weights, self.runtime.stretch.get(device, 1.0), stage.codec)
 
     def _submit(self, x: np.ndarray[Any, Any]) -> None:
         rid, now = self._next_id, time.monotonic()
@@ -286,7 +286,7 @@ class Dispatcher:
         if self.restarts > self.max_restarts:
             raise RuntimeFault(f"more than {self.max_restarts} stage restarts; giving up")
         old = self.stages[k]
-        ray.kill(old.handle, no_restart=True)
+        release_members([old.handle], kill=True)
         device = self._restart_device(old)
         stage = _Stage(f"{old.name}-r{self.restarts}", device, None, old.skeleton, old.weights,
                        old.memory_mb, old.codec)
@@ -316,7 +316,7 @@ class Dispatcher:
         for s in stages:
             with contextlib.suppress(RayError, GetTimeoutError):
                 self._retired_counts.append(ray.get(s.handle.counts.remote(), timeout=5.0))
-            ray.kill(s.handle)
+        release_members([s.handle for s in stages])
 
 
 def _pick_dispatcher(runtime: RayRuntime, devices: tuple[str, ...]) -> str:

@@ -34,6 +34,7 @@ from edgewise.runtime.ray_cluster import RayRuntime
 from edgewise.runtime.shaping import ByteCounter, ShapedLink
 from edgewise.runtime.trainstate import FlatState
 from edgewise.runtime.transport import carry
+from edgewise.runtime.vessel import release_members
 from edgewise.wire.frames import encode
 
 __all__ = ["DeviceProbe", "DeviceProfiler", "device_grid", "device_state", "profile_device"]
@@ -232,6 +233,5 @@ def profile_device(runtime: RayRuntime, device: str, output: Path, config: Profi
     finally:
         for members in started:
             ray.get([m.close.remote() for m in (members.profiler, *members.companions)])
-            for actor in (members.profiler, *members.companions, members.ps):
-                ray.kill(actor)
+            release_members([members.profiler, *members.companions, members.ps])
 

@@ -14,6 +14,7 @@ import ray
 from edgewise.errors import EdgewiseError
 from edgewise.runtime.monitor import MONITOR_NAME
 from edgewise.runtime.ray_cluster import NAMESPACE
+from edgewise.runtime.vessel import VESSEL_PREFIX, hosted_members, vessel_of
 
 __all__ = ["FaultInjector", "InjectedFault", "KillMidEpoch", "NodeFaults"]
 
@@ -73,16 +74,20 @@ class FaultInjector:
 
     @staticmethod
     def actors(prefix: str = "") -> list[str]:
-        """Names of the live edgewise actors (e.g. prefix ``worker-``)."""
-        named = ray.util.list_named_actors(all_namespaces=True)
-        return sorted(a["name"] for a in named
-                      if a["namespace"] == NAMESPACE and a["name"].startswith(prefix))
+        """Names of the live edgewise actors (e.g. prefix ``worker-``): the named actors and
+        the members hosted in live vessels (``runtime.vessel``), not the vessels."""
+        named = {a["name"] for a in ray.util.list_named_actors(all_namespaces=True)
+                 if a["namespace"] == NAMESPACE}
+        hosted = {m for m, v in hosted_members(prefix).items() if v in named}
+        own = {n for n in named if n.startswith(prefix) and not n.startswith(VESSEL_PREFIX)}
+        return sorted(own | hosted)
 
     def kill(self, name: str) -> InjectedFault:
         """Kill the named actor's process, as a crash would: an actor that Ray restarts on
-        failure (the data store) is restarted, the others stay dead."""
+        failure (the data store) is restarted, the others stay dead. A member hosted in a
+        vessel is killed with its vessel's process (which hosts that member alone)."""
         try:
-            handle = ray.get_actor(name, namespace=NAMESPACE)
+            handle = ray.get_actor(vessel_of(name) or name, namespace=NAMESPACE)
         except ValueError:
             live = ", ".join(self.actors())
             raise EdgewiseError(f"no actor named {name!r}; live: {live}") from None

@@ -20,6 +20,7 @@ from edgewise.runtime.plan import TrainConfig, TrainPlan
 from edgewise.runtime.ps import ParameterServer
 from edgewise.runtime.ray_cluster import RayRuntime
 from edgewise.runtime.staleness import Treatment
+from edgewise.runtime.vessel import release_members, spawn_member
 from edgewise.runtime.worker import Worker
 
 __all__ = ["PS_PROBE_S", "Attempt", "Interrupted", "MemberSpec", "await_all",
@@ -64,8 +65,7 @@ class Attempt:
         self.closed = True
         for member in (*self.names.values(), self.ps_name):
             self.monitor.unregister.remote(member)
-        for handle in (*self.workers.values(), self.ps):
-            ray.kill(handle, no_restart=True)
+        release_members([*self.workers.values(), self.ps])
 
 
 def monitor_handle(runtime: RayRuntime, heartbeat_s: float) -> Any:
@@ -113,10 +113,10 @@ def start_ps(runtime: RayRuntime, spec: MemberSpec, device: str, name: str,
     """A parameter server called ``name`` pinned to ``device``, restored from ``checkpoint``
     when one is given (a new attempt, or a server moved to another device); ``calibration``:
     a few training batches to re-estimate BatchNorm statistics on before each evaluation."""
-    options = runtime.actor_options(device, spec.memory_mb, name)
-    return ParameterServer.options(**options).remote(  # type: ignore[attr-defined]
-        spec.model, spec.seed, spec.optimizer, spec.learning_rate, spec.momentum,
-        runtime.stretch[device], validation, checkpoint, spec.compression,
+    options = runtime.actor_options(device, spec.memory_mb, name, evict_idle=False)
+    return spawn_member(
+        ParameterServer, options, spec.model, spec.seed, spec.optimizer, spec.learning_rate,
+        spec.momentum, runtime.stretch[device], validation, checkpoint, spec.compression,
         schedule=spec.lr_schedule, epochs=spec.epochs, treatment=spec.treatment,
         calibration=calibration)
 
@@ -127,11 +127,11 @@ def start_worker(runtime: RayRuntime, spec: MemberSpec, device: str, name: str, 
     """A worker called ``name`` pinned to ``device``, talking to ``ps`` and to its data store
     over the given (emulated) links; it loads its shard when told to. ``steps > 0``: it
     makes that many steps an epoch (balanced synchronous steps)."""
-    options = runtime.actor_options(device, spec.memory_mb, name)
-    return Worker.options(**options).remote(  # type: ignore[attr-defined]
-        name, device, spec.model, spec.seed, batch_size, runtime.stretch[device],
-        runtime.cluster.device(device).memory_mb, ps, ps_link, store_link, monitor,
-        spec.heartbeat_s, sync, spec.compression, steps)
+    options = runtime.actor_options(device, spec.memory_mb, name, evict_idle=False)
+    return spawn_member(
+        Worker, options, name, device, spec.model, spec.seed, batch_size,
+        runtime.stretch[device], runtime.cluster.device(device).memory_mb, ps, ps_link,
+        store_link, monitor, spec.heartbeat_s, sync, spec.compression, steps)
 
 
 def evaluator_device(runtime: RayRuntime, plan: TrainPlan) -> str:

@@ -160,8 +160,13 @@ def kill_named_actors() -> int:
     a shared instance); how many."""
     import ray
 
+    from edgewise.runtime.vessel import idle_vessel_names
+
+    keep = idle_vessel_names()  # this process's pooled vessels: no run's leftovers
     killed = 0
     for name in ray.util.list_named_actors():
+        if name in keep:
+            continue
         try:
             ray.kill(ray.get_actor(name, namespace=NAMESPACE))
             killed += 1

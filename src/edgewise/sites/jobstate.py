@@ -14,6 +14,7 @@ from numpy.typing import NDArray
 
 from edgewise.runtime.launch import MemberSpec, start_ps, start_worker
 from edgewise.runtime.ray_cluster import RayRuntime
+from edgewise.runtime.vessel import release_members
 from edgewise.sites.problem import Job
 from edgewise.sites.sitemap import link_between
 
@@ -84,9 +85,9 @@ class JobState:
             self.param_bytes_inter_site += int(sent["wire_bytes"])
         ray.get(handle.stop.remote())
         monitor.unregister.remote(name)
-        ray.kill(handle, no_restart=True)
+        release_members([handle])
 
     def stop_ps(self) -> None:
         if self.ps is not None:
-            ray.kill(self.ps, no_restart=True)
+            release_members([self.ps])
         self.ps, self.ps_device = None, ""

@@ -17,6 +17,7 @@ from edgewise.runtime.launch import MemberSpec
 from edgewise.runtime.ray_cluster import RayRuntime
 from edgewise.runtime.shaping import ByteCounter, ShapedLink
 from edgewise.runtime.transport import carry
+from edgewise.runtime.vessel import release_members
 from edgewise.sites.jobstate import JobState
 from edgewise.sites.problem import JobSlot
 from edgewise.sites.sitemap import JobDevices, SiteDevices, allocate_slot, link_between
@@ -228,7 +229,6 @@ class SlotRunner:
     def teardown(self, states: dict[str, JobState]) -> None:
         """Kill whatever is left after a failure, without asking the actors anything."""
         for state in states.values():
-            for handle in state.workers.values():
-                ray.kill(handle, no_restart=True)
+            release_members(list(state.workers.values()))
             state.workers.clear()
             state.stop_ps()

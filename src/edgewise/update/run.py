@@ -23,6 +23,7 @@ from edgewise.runtime.health import StrikeLedger
 from edgewise.runtime.limiting import Limiter, run_inline
 from edgewise.runtime.plan import TrainConfig, TrainPlan
 from edgewise.runtime.ray_cluster import RayRuntime
+from edgewise.runtime.vessel import release_members, spawn_member
 from edgewise.update.cost import integer_shards
 from edgewise.update.policies import REGISTRY, get_policy
 from edgewise.update.problem import AppLimit, UpdatePlan, UpdateProblem, WorkerState
@@ -141,17 +142,17 @@ def apps_running(runtime: RayRuntime, enabled: bool = True) -> Iterator[list[dic
     once the block ends. ``execute`` trains inside it, and so does any other training that
     must share the devices with their apps (``bench time-to-accuracy``'s DDP arm)."""
     dilation = runtime.time_dilation
-    apps = [BackgroundAppActor.options(  # type: ignore[attr-defined]
-        **runtime.actor_options(a.device, 128, name=f"app-{a.name}")
-    ).remote(a.name, a.kind, a.period_ms * dilation, a.deadline_ms * dilation, i)
+    apps = [spawn_member(
+        BackgroundAppActor, runtime.actor_options(a.device, 128, f"app-{a.name}",
+                                                  evict_idle=False),
+        a.name, a.kind, a.period_ms * dilation, a.deadline_ms * dilation, i)
         for i, a in enumerate(runtime.cluster.background_apps if enabled else ())]
     stats: list[dict[str, Any]] = []
     try:
         yield stats
     finally:
         stats.extend(_device_time(s, dilation) for s in ray.get([a.stop.remote() for a in apps]))
-        for a in apps:
-            ray.kill(a)
+        release_members(apps)
 
 
 APP_COLUMNS = ("app", "periods", "misses", "exec ms p50", "exec ms p95", "frames received")

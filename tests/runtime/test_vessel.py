@@ -1,0 +1,169 @@
+"""Members in pooled processes (``runtime.vessel``): a run's member reuses the process its
+predecessor on the same device left, built anew; a crash kills that member alone and its
+process is never handed out again; a busy process is not reused; other actors on the device
+find its reservation free."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import ray
+from ray.exceptions import RayActorError, RayTaskError
+
+from edgewise.cluster.model import Cluster
+from edgewise.runtime import vessel as vessels
+from edgewise.runtime.faults import FaultInjector
+from edgewise.runtime.probe import ProbeActor
+from edgewise.runtime.ray_cluster import RayRuntime, start_local
+from edgewise.runtime.vessel import (
+    HostedMember,
+    Vessel,
+    pool_size,
+    release_members,
+    spawn_member,
+)
+
+
+class Sleeper:
+    """A member whose calls take as long as asked (for the busy-vessel case)."""
+
+    def __init__(self, label: str) -> None:
+        self.label = label
+
+    def nap(self, seconds: float) -> str:
+        time.sleep(seconds)
+        return self.label
+
+
+def _plain_vessel() -> object:
+    return Vessel.__ray_actor_class__()
+
+
+def test_a_call_waits_for_its_member_and_a_failed_constructor_is_raised_by_every_call() -> None:
+    v = _plain_vessel()
+    done: list[str] = []
+    t = threading.Thread(target=lambda: done.append(v.call("t1", "nap", 0.0)))  # type: ignore[attr-defined]
+    t.start()
+    time.sleep(0.1)
+    assert done == []  # no member for t1 yet: the call waits, as an actor's first call would
+    v.become("t1", (__name__, "Sleeper"), ("a",), {})  # type: ignore[attr-defined]
+    t.join(5)
+    assert done == ["a"]
+    assert v.release("t1") is True  # type: ignore[attr-defined]
+
+    with pytest.raises(TypeError):
+        v.become("t2", (__name__, "Sleeper"), (), {})  # type: ignore[attr-defined]
+    for _ in range(2):
+        with pytest.raises(TypeError):
+            v.call("t2", "nap", 0.0)  # type: ignore[attr-defined]
+
+
+def test_a_vessel_with_a_call_still_running_is_not_clean() -> None:
+    v = _plain_vessel()
+    v.become("t1", (__name__, "Sleeper"), ("a",), {})  # type: ignore[attr-defined]
+    t = threading.Thread(target=v.call, args=("t1", "nap", 1.0))  # type: ignore[attr-defined]
+    t.start()
+    time.sleep(0.1)
+    assert v.release("t1", grace_s=0.1) is False  # type: ignore[attr-defined]
+    t.join(5)
+    v.become("t2", (__name__, "Sleeper"), ("b",), {})  # type: ignore[attr-defined]
+    assert v.release("t2", grace_s=0.1) is True  # type: ignore[attr-defined]
+
+
+@pytest.fixture(scope="module")
+def runtime(small_cluster: Cluster) -> Iterator[RayRuntime]:
+    rt = start_local(small_cluster)
+    yield rt
+    rt.shutdown()
+
+
+def _pid(member: HostedMember) -> int:
+    return int(ray.get(member.vessel.pid.remote()))
+
+
+def _spawn(runtime: RayRuntime, device: str, name: str, label: str = "") -> HostedMember:
+    options = runtime.actor_options(device, 64, name, evict_idle=False)
+    member = spawn_member(ProbeActor, options, label or device)
+    assert isinstance(member, HostedMember)
+    return member
+
+
+def _dies(member: Any, within_s: float = 60.0) -> bool:
+    """Whether the member's calls fail as a dead actor's within ``within_s`` (``ray.kill``
+    is asynchronous: a call sent just after it may still be answered)."""
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        try:
+            ray.get(member.ready.remote(), timeout=within_s)
+        except RayActorError:
+            return True
+        time.sleep(0.2)
+    return False
+
+
+@pytest.mark.ray
+def test_the_next_member_on_a_device_reuses_the_process_built_anew(runtime: RayRuntime) -> None:
+    first = _spawn(runtime, "nano-0", "probe-a-nano-0", "first")
+    assert ray.get(first.ready.remote()) == "first"
+    pid = _pid(first)
+    release_members([first])
+    assert pool_size() >= 1
+
+    second = _spawn(runtime, "nano-0", "probe-b-nano-0", "second")
+    assert _pid(second) == pid  # the same process, with a member built anew
+    assert ray.get(second.ready.remote()) == "second"
+    with pytest.raises(RayTaskError):  # the first member's handle reaches nothing any more
+        ray.get(first.ready.remote(), timeout=60)
+    other = _spawn(runtime, "nano-1", "probe-c-nano-1")  # another device: another process
+    assert _pid(other) != pid
+    release_members([second, other])
+
+
+@pytest.mark.ray
+def test_a_killed_member_dies_alone_and_its_process_is_not_reused(runtime: RayRuntime) -> None:
+    victim = _spawn(runtime, "nano-2", "worker-vessel-0-nano-2")
+    bystander = _spawn(runtime, "nano-2", "worker-vessel-1-nano-2")
+    assert ray.get([victim.ready.remote(), bystander.ready.remote()]) == ["nano-2"] * 2
+    injector = FaultInjector()
+    assert {victim.name, bystander.name} <= set(injector.actors("worker-vessel-"))
+    assert not [n for n in injector.actors() if n.startswith(vessels.VESSEL_PREFIX)]
+
+    injector.kill(victim.name)
+    assert _dies(victim)
+    assert ray.get(bystander.ready.remote()) == "nano-2"
+    release_members([victim])  # the dead process does not go back to the pool
+    assert victim.name not in injector.actors("worker-vessel-")
+    fresh = _spawn(runtime, "nano-2", "worker-vessel-2-nano-2")
+    assert ray.get(fresh.ready.remote()) == "nano-2"
+    assert _pid(fresh) != _pid(bystander)
+    release_members([bystander, fresh])
+
+
+@pytest.mark.ray
+def test_another_actor_on_the_device_ends_its_idle_processes(runtime: RayRuntime) -> None:
+    member = _spawn(runtime, "pi5", "probe-d-pi5")
+    release_members([member])
+    before = pool_size()
+    assert before >= 1
+    runtime.actor_options("pi5", 64)  # what any other actor's start on pi5 asks first:
+    assert pool_size() == before  # the memory it asks for is free beside the idle vessel
+    whole = runtime.cluster.device("pi5").memory_mb
+    runtime.actor_options("pi5", whole)  # all of the device's memory: the idle vessel goes
+    assert pool_size() < before
+    assert _dies(member)  # its process is gone, and with it the reservation it held
+
+
+@pytest.mark.ray
+def test_with_the_pool_off_a_member_is_an_actor_of_its_own(
+        runtime: RayRuntime, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("EDGEWISE_VESSELS", "0")
+    handle = spawn_member(ProbeActor, runtime.actor_options("nano-1", 64, "probe-e-nano-1"),
+                          "nano-1")
+    assert not isinstance(handle, HostedMember)
+    assert ray.get(handle.ready.remote()) == "nano-1"
+    release_members([handle])
+    assert _dies(handle)
