@@ -8,7 +8,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 import ray
@@ -60,6 +60,27 @@ def test_a_call_waits_for_its_member_and_a_failed_constructor_is_raised_by_every
     for _ in range(2):
         with pytest.raises(TypeError):
             v.call("t2", "nap", 0.0)  # type: ignore[attr-defined]
+
+
+class Stoppable(Sleeper):
+    stopped: ClassVar[list[str]] = []
+
+    def stop(self) -> None:
+        Stoppable.stopped.append(self.label)
+
+
+def test_a_member_released_before_its_build_ran_is_never_installed() -> None:
+    """A threaded actor may run a run's ``release`` before its ``become`` (its run failed at
+    once): the late build is stopped and dropped, and its calls fail."""
+    v = _plain_vessel()
+    Stoppable.stopped.clear()
+    assert v.release("t1") is True  # type: ignore[attr-defined]
+    v.become("t1", (__name__, "Stoppable"), ("late",), {})  # type: ignore[attr-defined]
+    assert Stoppable.stopped == ["late"]
+    with pytest.raises(RuntimeError, match="has ended"):
+        v.call("t1", "nap", 0.0)  # type: ignore[attr-defined]
+    v.become("t2", (__name__, "Stoppable"), ("next",), {})  # type: ignore[attr-defined]
+    assert v.call("t2", "nap", 0.0) == "next"  # type: ignore[attr-defined]
 
 
 def test_a_vessel_with_a_call_still_running_is_not_clean() -> None:

@@ -84,6 +84,14 @@ def _trim_heap() -> None:
         ctypes.CDLL("libc.so.6").malloc_trim(0)
 
 
+def _stop(member: Any) -> None:
+    """Stop a member's threads (its ``stop()``, if it has one)."""
+    stop = getattr(member, "stop", None)
+    if callable(stop):
+        with contextlib.suppress(Exception):
+            stop()
+
+
 class _VesselCore:
     """A process that hosts one member at a time: ``become`` builds it, ``call`` runs one of
     its methods (waiting for the ``become`` with the same token, since a threaded actor's
@@ -110,8 +118,13 @@ class _VesselCore:
         except BaseException as exc:  # re-raised to every caller, as a failed actor would
             failure = exc
         with self._lock:
-            self._token, self._member, self._failure = token, member, failure
+            released = token in self._ended  # its run ended before this build did
+            if not released:
+                self._token, self._member, self._failure = token, member, failure
             self._lock.notify_all()
+        if released:
+            _stop(member)
+            return os.getpid()
         if failure is not None:
             raise failure
         return os.getpid()
@@ -141,16 +154,15 @@ class _VesselCore:
         """Drop the member of ``token`` (stopping its threads); whether the vessel is clean
         to host another: no call of the member still running after ``grace_s``."""
         with self._lock:
-            if self._token != token:
+            if self._token != token:  # not built yet (a threaded actor's order): never build it
+                self._ended.add(token)
+                self._lock.notify_all()
                 return self._calls == 0
             member, self._member, self._failure, self._token = self._member, None, None, ""
             self._ended.add(token)
             self._lock.notify_all()
             clean = self._lock.wait_for(lambda: self._calls == 0, timeout=grace_s)
-        stop = getattr(member, "stop", None)
-        if callable(stop):
-            with contextlib.suppress(Exception):
-                stop()
+        _stop(member)
         del member
         gc.collect()
         _trim_heap()
