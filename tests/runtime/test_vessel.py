@@ -19,13 +19,8 @@ from edgewise.runtime import vessel as vessels
 from edgewise.runtime.faults import FaultInjector
 from edgewise.runtime.probe import ProbeActor
 from edgewise.runtime.ray_cluster import RayRuntime, start_local
-from edgewise.runtime.vessel import (
-    HostedMember,
-    Vessel,
-    pool_size,
-    release_members,
-    spawn_member,
-)
+from edgewise.runtime.vessel import HostedMember, Vessel
+from edgewise.runtime.vessel_pool import pool_size, release_members, spawn_member
 
 
 class Sleeper:

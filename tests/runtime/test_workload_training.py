@@ -31,7 +31,7 @@ from edgewise.runtime.launch import (
 from edgewise.runtime.plan import TrainConfig, TrainPlan, equal_plan
 from edgewise.runtime.ray_cluster import RayRuntime, start_local
 from edgewise.runtime.trainstate import read_frames
-from edgewise.runtime.vessel import release_members
+from edgewise.runtime.vessel_pool import release_members
 from edgewise.wire.frames import decode
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]

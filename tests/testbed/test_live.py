@@ -347,7 +347,7 @@ def test_a_worker_past_its_devices_memory_limit_is_named_out_of_memory(
     ran out of memory, not just that a worker was lost. nano-2 was struck twice before, so
     this third strike excludes it and the job completes on the other two."""
     from edgewise.runtime.health import StrikeLedger
-    from edgewise.runtime.vessel import clear_pool
+    from edgewise.runtime.vessel_pool import clear_pool
 
     tb, rel = live.tb, live.tb.record.plan.node("nano-2").cgroup
     cgroups = tb.nodes.cgroups

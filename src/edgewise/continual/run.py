@@ -83,7 +83,7 @@ def _launch(runtime: RayRuntime, stream: Stream, weights: bytes,
             settings: RunSettings, device: str = DEVICE) -> StreamRun:
     import ray
 
-    from edgewise.runtime.vessel import spawn_member
+    from edgewise.runtime.vessel_pool import spawn_member
 
     opts = runtime.actor_options(device, ACTOR_MEMORY_MB, evict_idle=False)
     env = mps_env(0.5)
@@ -223,7 +223,7 @@ def execute(runtime: RayRuntime, problem: LiveProblem, policy: str | Policy, /, 
     try:
         return _windows(runs, planner, problem.windows, settings, golden, holdout, progress)
     finally:
-        from edgewise.runtime.vessel import release_members
+        from edgewise.runtime.vessel_pool import release_members
 
         release_members([h for r in runs for h in (r.infer, r.trainer)])
 

@@ -31,7 +31,7 @@ from edgewise.nn.models import OPTIMIZERS
 from edgewise.nn.split import split_sequential
 from edgewise.runtime.mpstages import TrainStage
 from edgewise.runtime.ray_cluster import RayRuntime
-from edgewise.runtime.vessel import release_members, spawn_member
+from edgewise.runtime.vessel_pool import release_members, spawn_member
 from edgewise.wire.activation import ActivationCodec, decode_activation, encode_activation
 from edgewise.wire.state import decode_state_dict, stage_payload
 

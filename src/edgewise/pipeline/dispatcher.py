@@ -23,7 +23,7 @@ from edgewise.nn.slices import SliceWeights, state_bytes
 from edgewise.nn.split import split_sequential
 from edgewise.runtime.ray_cluster import RayRuntime
 from edgewise.runtime.stages import DispatchEndpoint, StageActor
-from edgewise.runtime.vessel import release_members, spawn_member
+from edgewise.runtime.vessel_pool import release_members, spawn_member
 from edgewise.wire.activation import ActivationCodec, decode_activation, encode_activation
 from edgewise.wire.state import stage_payload
 

@@ -34,7 +34,7 @@ from edgewise.runtime.ray_cluster import RayRuntime
 from edgewise.runtime.shaping import ByteCounter, ShapedLink
 from edgewise.runtime.trainstate import FlatState
 from edgewise.runtime.transport import carry
-from edgewise.runtime.vessel import release_members
+from edgewise.runtime.vessel_pool import release_members
 from edgewise.wire.frames import encode
 
 __all__ = ["DeviceProbe", "DeviceProfiler", "device_grid", "device_state", "profile_device"]

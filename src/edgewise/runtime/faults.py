@@ -14,7 +14,8 @@ import ray
 from edgewise.errors import EdgewiseError
 from edgewise.runtime.monitor import MONITOR_NAME
 from edgewise.runtime.ray_cluster import NAMESPACE
-from edgewise.runtime.vessel import VESSEL_PREFIX, hosted_members, vessel_of
+from edgewise.runtime.vessel import VESSEL_PREFIX
+from edgewise.runtime.vessel_pool import hosted_members, vessel_of
 
 __all__ = ["FaultInjector", "InjectedFault", "KillMidEpoch", "NodeFaults"]
 

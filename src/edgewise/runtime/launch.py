@@ -20,7 +20,7 @@ from edgewise.runtime.plan import TrainConfig, TrainPlan
 from edgewise.runtime.ps import ParameterServer
 from edgewise.runtime.ray_cluster import RayRuntime
 from edgewise.runtime.staleness import Treatment
-from edgewise.runtime.vessel import release_members, spawn_member
+from edgewise.runtime.vessel_pool import release_members, spawn_member
 from edgewise.runtime.worker import Worker
 
 __all__ = ["PS_PROBE_S", "Attempt", "Interrupted", "MemberSpec", "await_all",

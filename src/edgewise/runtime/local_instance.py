@@ -160,7 +160,7 @@ def kill_named_actors() -> int:
     a shared instance); how many."""
     import ray
 
-    from edgewise.runtime.vessel import idle_vessel_names
+    from edgewise.runtime.vessel_pool import idle_vessel_names
 
     keep = idle_vessel_names()  # this process's pooled vessels: no run's leftovers
     killed = 0

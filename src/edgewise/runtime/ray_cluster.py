@@ -133,12 +133,12 @@ class RayRuntime:
     def actor_options(self, device: str, memory_mb: int, name: str | None = None, *,
                       evict_idle: bool = True) -> dict[str, Any]:
         """Ray options that pin an actor to ``device`` and reserve ``memory_mb`` of it. The
-        idle vessels on ``device`` (``runtime.vessel``: they keep their reservations) are
+        idle vessels on ``device`` (``runtime.vessel_pool``: they keep their reservations) are
         ended first if the memory is not free otherwise, unless ``evict_idle`` is off (a
         member about to reuse one)."""
         self.cluster.device(device)  # KeyError for an unknown device
         if evict_idle:
-            from edgewise.runtime.vessel import evict_device
+            from edgewise.runtime.vessel_pool import evict_device
 
             evict_device(device_resource(device, self.tag), memory_resource(device, self.tag),
                          memory_mb)

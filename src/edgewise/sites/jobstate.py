@@ -14,7 +14,7 @@ from numpy.typing import NDArray
 
 from edgewise.runtime.launch import MemberSpec, start_ps, start_worker
 from edgewise.runtime.ray_cluster import RayRuntime
-from edgewise.runtime.vessel import release_members
+from edgewise.runtime.vessel_pool import release_members
 from edgewise.sites.problem import Job
 from edgewise.sites.sitemap import link_between
 

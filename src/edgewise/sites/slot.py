@@ -17,7 +17,7 @@ from edgewise.runtime.launch import MemberSpec
 from edgewise.runtime.ray_cluster import RayRuntime
 from edgewise.runtime.shaping import ByteCounter, ShapedLink
 from edgewise.runtime.transport import carry
-from edgewise.runtime.vessel import release_members
+from edgewise.runtime.vessel_pool import release_members
 from edgewise.sites.jobstate import JobState
 from edgewise.sites.problem import JobSlot
 from edgewise.sites.sitemap import JobDevices, SiteDevices, allocate_slot, link_between

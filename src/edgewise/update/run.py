@@ -23,7 +23,7 @@ from edgewise.runtime.health import StrikeLedger
 from edgewise.runtime.limiting import Limiter, run_inline
 from edgewise.runtime.plan import TrainConfig, TrainPlan
 from edgewise.runtime.ray_cluster import RayRuntime
-from edgewise.runtime.vessel import release_members, spawn_member
+from edgewise.runtime.vessel_pool import release_members, spawn_member
 from edgewise.update.cost import integer_shards
 from edgewise.update.policies import REGISTRY, get_policy
 from edgewise.update.problem import AppLimit, UpdatePlan, UpdateProblem, WorkerState

@@ -1,0 +1,277 @@
+"""The driver's side of :mod:`edgewise.runtime.vessel`: this process's pool of idle vessels,
+starting a member in one (:func:`spawn_member`), ending members (:func:`release_members`),
+ending idle vessels when another actor needs their device's memory (:func:`evict_device`),
+and the members' names beside their vessels' in Ray's key-value store, for faults
+(:func:`hosted_members`, :func:`vessel_of`)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+import ray
+from ray.exceptions import GetTimeoutError, RayError, RayTaskError
+from ray.experimental import internal_kv
+
+from edgewise.runtime.vessel import VESSEL_PREFIX, HostedMember, vessel_class, vessels_enabled
+
+__all__ = ["IDLE_S", "MAX_IDLE", "clear_pool", "evict_device", "hosted_members",
+           "idle_vessel_names", "pool_size", "release_members", "spawn_member", "vessel_of"]
+
+MAX_IDLE = 8
+"""Idle vessels one process keeps at most (each a Python process with PyTorch loaded,
+about 300 MB of the host's memory)."""
+
+IDLE_S = 30.0
+"""An idle vessel older than this is ended. The pool pays off between runs that follow each
+other (a restarted attempt, the next job, the next test); an idle Ray actor process still
+costs about 1 % of a core (its core worker's threads), measured on the 2-core host."""
+
+_REAP_EVERY_S = 5.0
+
+RELEASE_TIMEOUT_S = 10.0
+"""How long a run's end waits for its vessels to drop their members."""
+
+_KV_PREFIX = b"ew-member:"
+_KV_NAMESPACE = "edgewise"
+
+
+@dataclass
+class _Idle:
+    vessel: Any
+    vessel_name: str
+    key: tuple[Any, ...]
+    since: float
+
+
+@dataclass
+class _Pool:
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    idle: list[_Idle] = field(default_factory=list)
+    session: str = ""
+    reaper: threading.Thread | None = None
+
+
+_POOL = _Pool()
+
+
+def _session() -> str:
+    return str(ray.get_runtime_context().gcs_address)
+
+
+def _checked_idle() -> list[_Idle]:
+    """The pool's idle vessels, after dropping those of another Ray instance (gone with it)
+    and ending those idle too long (call with the pool's lock held)."""
+    session = _session()
+    if _POOL.session != session:
+        _POOL.idle, _POOL.session = [], session
+    now = time.monotonic()
+    for stale in [i for i in _POOL.idle if now - i.since > IDLE_S]:
+        _POOL.idle.remove(stale)
+        _kill(stale.vessel)
+    return _POOL.idle
+
+
+def _reap() -> None:
+    """End idle vessels as they pass :data:`IDLE_S`, until none is left (a daemon thread,
+    started by the first vessel to go idle)."""
+    while True:
+        time.sleep(_REAP_EVERY_S)
+        with _POOL.lock:
+            if not ray.is_initialized():
+                _POOL.idle = []
+            else:
+                _checked_idle()
+            if not _POOL.idle:
+                _POOL.reaper = None
+                return
+
+
+def _kill(vessel: Any) -> None:
+    with contextlib.suppress(Exception):
+        ray.kill(vessel, no_restart=True)
+
+
+def _key(options: dict[str, Any], concurrency: int,
+         groups: dict[str, int]) -> tuple[Any, ...]:
+    """What a vessel must match to host a member: the same reservations, namespace,
+    concurrency (and concurrency groups) and environment (e.g. an MPS share's variables)."""
+    return (tuple(sorted(options.get("resources", {}).items())), options.get("namespace"),
+            concurrency, tuple(sorted(groups.items())),
+            json.dumps(options.get("runtime_env"), sort_keys=True, default=str))
+
+
+def _device_of(key: tuple[Any, ...]) -> frozenset[str]:
+    return frozenset(name for name, _ in key[0])
+
+
+def evict_device(resource: str, memory: str = "", memory_mb: float = 0.0) -> int:
+    """End the idle vessels that hold ``resource`` (a device's slot) when an actor about to
+    be placed there needs ``memory_mb`` of the device's ``memory`` resource and Ray has less
+    free (all of them without ``memory``); how many were ended."""
+    if not ray.is_initialized():
+        return 0
+    with _POOL.lock:
+        idle = _checked_idle()
+        there = [i for i in idle if resource in _device_of(i.key)]
+    if not there:
+        return 0
+    if memory and ray.available_resources().get(memory, 0.0) >= memory_mb:  # type: ignore[no-untyped-call]
+        return 0
+    with _POOL.lock:
+        ended = [i for i in there if i in _POOL.idle]
+        for i in ended:
+            _POOL.idle.remove(i)
+    for i in ended:
+        _kill(i.vessel)
+    return len(ended)
+
+
+def clear_pool(wait_s: float = 0.0) -> None:
+    """End every idle vessel of this process; with ``wait_s``, wait (that long at most) until
+    their processes are gone, memory freed (``ray.kill`` itself returns at once)."""
+    with _POOL.lock:
+        idle, _POOL.idle = _POOL.idle, []
+    if not ray.is_initialized():
+        return
+    for i in idle:
+        _kill(i.vessel)
+    deadline = time.monotonic() + wait_s
+    for i in idle:
+        while time.monotonic() < deadline:
+            try:
+                ray.get(i.vessel.pid.remote(), timeout=max(deadline - time.monotonic(), 0.1))
+            except (RayError, GetTimeoutError):
+                break
+            time.sleep(0.1)
+
+
+def idle_vessel_names() -> frozenset[str]:
+    """The actor names of this process's idle vessels (no leftovers of a run: kept)."""
+    with _POOL.lock:
+        return frozenset(i.vessel_name for i in _POOL.idle)
+
+
+def pool_size() -> int:
+    """Idle vessels in this process's pool."""
+    with _POOL.lock:
+        return len(_POOL.idle)
+
+
+def _register(name: str, vessel_name: str) -> None:
+    internal_kv._internal_kv_put(_KV_PREFIX + name.encode(), vessel_name.encode(),
+                                 overwrite=True, namespace=_KV_NAMESPACE)
+
+
+def _unregister(name: str) -> None:
+    with contextlib.suppress(Exception):
+        internal_kv._internal_kv_del(_KV_PREFIX + name.encode(), namespace=_KV_NAMESPACE)
+
+
+def spawn_member(actor_class: Any, options: dict[str, Any], *args: Any,
+                 **kwargs: Any) -> Any:
+    """Start a member of ``actor_class`` (a ``@ray.remote`` class) with ``options`` (from
+    ``RayRuntime.actor_options``, naming the member): in a pooled vessel, reusing an idle one
+    of the same device, reservation and concurrency when there is one, or as an actor of its
+    own when the pool is off."""
+    if not vessels_enabled():
+        return actor_class.options(**options).remote(*args, **kwargs)
+    options = dict(options)
+    concurrency = int(options.pop("max_concurrency", None)
+                      or actor_class._default_options.get("max_concurrency", 1))
+    name = str(options.get("name") or actor_class.__ray_actor_class__.__name__)
+    meta = actor_class.__ray_metadata__
+    groups = dict(meta.concurrency_groups or {})
+    methods = tuple(sorted(meta.method_meta.concurrency_group_for_methods.items()))
+    key = _key(options, concurrency, groups)
+    token = f"{name}#{uuid.uuid4().hex[:8]}"
+    cls = (actor_class.__module__, actor_class.__ray_actor_class__.__qualname__)
+    with _POOL.lock:
+        idle = _checked_idle()
+        found = next((i for i in reversed(idle) if i.key == key), None)
+        if found is not None:
+            idle.remove(found)
+    if found is None:  # idle vessels of other kinds may hold the memory this one needs
+        resources = options.get("resources", {})
+        slot = next((r for r in resources if r.startswith("device:")), "")
+        memory = next((r for r in resources if r.startswith("device-mem:")), "")
+        if slot:
+            evict_device(slot, memory, float(resources.get(memory, 0.0)))
+    if found is not None:
+        member: HostedMember | None = HostedMember(found.vessel, found.vessel_name, token,
+                                                   name, key, methods)
+        try:  # a reused vessel is checked before it is handed out: it may have been killed
+            ray.get(found.vessel.become.remote(token, cls, args, kwargs), timeout=120)
+        except RayTaskError:  # the member's constructor failed: its calls say why
+            pass
+        except (RayError, GetTimeoutError):
+            _kill(found.vessel)
+            member = None
+        if member is not None:
+            _register(name, found.vessel_name)
+            return member
+    vessel_name = f"{VESSEL_PREFIX}{uuid.uuid4().hex[:12]}"
+    vessel_options = {**options, "name": vessel_name, "max_concurrency": concurrency + 1}
+    vessel = vessel_class(groups).options(**vessel_options).remote()
+    vessel.become.remote(token, cls, args, kwargs)  # failures surface on the member's calls
+    _register(name, vessel_name)
+    return HostedMember(vessel, vessel_name, token, name, key, methods)
+
+
+def release_members(handles: list[Any], *, kill: bool = False) -> None:
+    """End the members ``handles`` (hosted ones or actors of their own): a hosted member's
+    vessel goes back to the pool if it dropped the member cleanly, else it is killed, and so
+    is every vessel with ``kill`` (a member replaced because it failed)."""
+    hosted = [h for h in handles if isinstance(h, HostedMember)]
+    for h in handles:
+        if not isinstance(h, HostedMember):
+            _kill(h)
+    if kill:
+        for h in hosted:
+            _unregister(h.name)
+            _kill(h.vessel)
+        return
+    refs = [h.vessel.release.remote(h.token) for h in hosted]
+    for h, ref in zip(hosted, refs, strict=True):
+        _unregister(h.name)
+        try:
+            clean = bool(ray.get(ref, timeout=RELEASE_TIMEOUT_S))
+        except (RayError, GetTimeoutError):
+            clean = False
+        if not clean:
+            _kill(h.vessel)
+            continue
+        with _POOL.lock:
+            idle = _checked_idle()
+            idle.append(_Idle(h.vessel, h.vessel_name, h.key, time.monotonic()))
+            extra = idle[:-MAX_IDLE] if len(idle) > MAX_IDLE else []
+            del idle[: len(extra)]
+            if _POOL.reaper is None:
+                _POOL.reaper = threading.Thread(target=_reap, name="edgewise-vessel-reaper",
+                                                daemon=True)
+                _POOL.reaper.start()
+        for i in extra:
+            _kill(i.vessel)
+
+
+def hosted_members(prefix: str = "") -> dict[str, str]:
+    """Members hosted in live vessels on the connected instance (any process's), by name:
+    the vessel's actor name."""
+    keys = internal_kv._internal_kv_list(_KV_PREFIX + prefix.encode(), namespace=_KV_NAMESPACE)
+    found: dict[str, str] = {}
+    for key in keys:
+        value = internal_kv._internal_kv_get(key, namespace=_KV_NAMESPACE)
+        if value is not None:
+            found[key[len(_KV_PREFIX):].decode()] = value.decode()
+    return found
+
+
+def vessel_of(name: str) -> str | None:
+    """The actor name of the vessel hosting member ``name``, if one does."""
+    value = internal_kv._internal_kv_get(_KV_PREFIX + name.encode(), namespace=_KV_NAMESPACE)
+    return value.decode() if value is not None else None
