@@ -340,12 +340,47 @@ def _unreclaimable_bytes(cgroup: Path) -> int:
     return sum(int(stat[k]) for k in keys)
 
 
+HOLDING_MODEL = '''
+import torch
+from torch import nn
+
+
+class Holding(nn.Module):
+    """A small digits classifier beside a table of `mb` MB kept in memory (a plain tensor,
+    neither parameter nor buffer: nothing ships it, only its memory counts)."""
+
+    def __init__(self, mb: int) -> None:
+        super().__init__()
+        self.net = nn.Sequential(nn.Flatten(), nn.Linear(64, 32), nn.ReLU(), nn.Linear(32, 10))
+        self.table = torch.ones(mb * 2**18)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.net(x)
+
+
+def make() -> nn.Module:
+    return Holding(400)
+'''
+
+
+def _holding_workload(folder: Path) -> Any:
+    """Digits trained by a network that holds 400 MB (every page written: resident)."""
+    from edgewise.nn.workload.schema import workload_from_dict
+
+    (folder / "holding.py").write_text(HOLDING_MODEL)
+    return workload_from_dict({"model": "py:holding.py:make"}, "test", folder)
+
+
 def test_a_worker_past_its_devices_memory_limit_is_named_out_of_memory(
         live: Live, tmp_path: Path) -> None:
-    """nano-2's cgroup limit set just above what its Ray node holds, so that a worker
-    (PyTorch: hundreds of MB) cannot fit: the kernel ends it, and the job says that nano-2
+    """nano-2's cgroup limit set just above what its Ray node holds, so that a worker of a
+    network that holds 400 MB cannot fit: the kernel ends it, and the job says that nano-2
     ran out of memory, not just that a worker was lost. nano-2 was struck twice before, so
-    this third strike excludes it and the job completes on the other two."""
+    this third strike excludes it and the job completes on the other two.
+
+    The network's size is the test's margin: a worker of the digits network alone (PyTorch
+    loaded, ~270 MB resident, much of it shared libraries the kernel may drop) fitted in the
+    headroom on one CI host and was never ended."""
     from edgewise.runtime.health import StrikeLedger
     from edgewise.runtime.vessel_pool import clear_pool
 
@@ -359,11 +394,12 @@ def test_a_worker_past_its_devices_memory_limit_is_named_out_of_memory(
     ledger.strike("nano-2")
     clear_pool(wait_s=60)  # no process of an earlier run, PyTorch loaded, waits on nano-2
     # room for a reading of the counter (a Python with Ray, ~100 MB), not for a worker
-    # (~270 MB): 160 MB over what the node's processes hold (its page cache reclaimable)
+    # (400 MB and PyTorch): 160 MB over what the node's processes hold (page cache aside)
     limit_file.write_text(str(_unreclaimable_bytes(limit_file.parent) + 160 * 2**20))
     try:
         plan = equal_plan(tb.runtime.cluster, len(TRAIN_IDS))
-        result = train(tb.runtime, TrainConfig(epochs=1, heartbeat_s=0.5), plan, ledger=ledger)
+        config = TrainConfig(workload=_holding_workload(tmp_path), epochs=1, heartbeat_s=0.5)
+        result = train(tb.runtime, config, plan, ledger=ledger)
     finally:
         limit_file.write_text(kept)
     lost = [i for i in result.interruptions if i.device == "nano-2"]
