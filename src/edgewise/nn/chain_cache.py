@@ -12,6 +12,7 @@ from typing import Any
 
 from edgewise.errors import EdgewiseError
 from edgewise.nn.chain import ModelChain
+from edgewise.nn.sklearn_cache import cache_root
 
 __all__ = ["cache_dir", "cache_key", "cached_chain"]
 
@@ -21,8 +22,7 @@ _LIBRARIES = ("torch", "transformers")
 
 def cache_dir() -> Path:
     """``$EDGEWISE_CACHE_DIR/chains``, else ``~/.cache/edgewise/chains``."""
-    root = os.environ.get("EDGEWISE_CACHE_DIR")
-    return (Path(root) if root else Path.home() / ".cache" / "edgewise") / "chains"
+    return cache_root() / "chains"
 
 
 def _version(library: str) -> str:

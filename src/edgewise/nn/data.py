@@ -9,6 +9,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from edgewise.errors import ConfigError
+from edgewise.nn.sklearn_cache import cached_arrays, sklearn_version, stratified_indices
 
 __all__ = ["Dataset", "digits_split", "shard_indices"]
 
@@ -29,24 +30,27 @@ class Dataset:
         return Dataset(self.x[index], self.y[index], self.ids[index])
 
 
-@cache
-def _digits() -> Dataset:
+def _load_digits() -> dict[str, NDArray[np.generic]]:
     from sklearn.datasets import load_digits
 
     bunch = load_digits()
-    x = (np.asarray(bunch.images, dtype=np.float32) / 16.0)[:, None, :, :]
-    y = np.asarray(bunch.target, dtype=np.int64)
+    return {"x": (np.asarray(bunch.images, dtype=np.float32) / 16.0)[:, None, :, :],
+            "y": np.asarray(bunch.target, dtype=np.int64)}
+
+
+@cache
+def _digits() -> Dataset:
+    """The digits, from scikit-learn once, then from the cache (no scikit-learn import)."""
+    arrays = cached_arrays(f"digits-{sklearn_version()}", _load_digits)
+    x, y = arrays["x"].astype(np.float32), arrays["y"].astype(np.int64)
     return Dataset(x, y, np.arange(len(y), dtype=np.int64))
 
 
 def digits_split(val_fraction: float = 0.2, seed: int = 0) -> tuple[Dataset, Dataset]:
     """Stratified train/validation split of the 1,797 digits (8x8 grey images, 10 classes)."""
-    from sklearn.model_selection import train_test_split
-
     full = _digits()
-    train_idx, val_idx = train_test_split(
-        np.arange(len(full)), test_size=val_fraction, random_state=seed, stratify=full.y
-    )
+    train_idx, val_idx = stratified_indices(np.arange(len(full), dtype=np.int64), full.y,
+                                            val_fraction, seed)
     return full.take(np.sort(train_idx)), full.take(np.sort(val_idx))
 
 

@@ -9,7 +9,6 @@ from pathlib import Path
 
 import numpy as np
 from numpy.typing import NDArray
-from scipy import ndimage
 
 from edgewise.errors import ConfigError
 
@@ -58,6 +57,8 @@ def apply_drift(images: NDArray[np.float32], drift: Drift,
                 rng: np.random.Generator) -> NDArray[np.float32]:
     """Rotate, darken, blur and occlude ``images`` (N, 1, 8, 8) as ``drift`` says, with a
     little per-image jitter so that no two frames are identical."""
+    from scipy import ndimage  # here: SciPy's import is a third of a CPU-second
+
     out = np.empty_like(images)
     side = images.shape[-1]
     for i, img in enumerate(images[:, 0]):
@@ -78,14 +79,13 @@ def apply_drift(images: NDArray[np.float32], drift: Drift,
 def stream_pools(seed: int = 0) -> tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.int64]]:
     """Disjoint indices into the 1,797 digits: (golden-model pool, retraining-frame pool,
     live-frame pool), so that no live frame was ever trained on by any model."""
-    from sklearn.model_selection import train_test_split
-
     from edgewise.nn.data import _digits
+    from edgewise.nn.sklearn_cache import stratified_indices
 
     full = _digits()
-    idx = np.arange(len(full))
-    golden, rest = train_test_split(idx, test_size=0.5, random_state=seed, stratify=full.y)
-    train, live = train_test_split(rest, test_size=0.5, random_state=seed, stratify=full.y[rest])
+    idx = np.arange(len(full), dtype=np.int64)
+    golden, rest = stratified_indices(idx, full.y, 0.5, seed)
+    train, live = stratified_indices(rest, full.y[rest], 0.5, seed)
     return (np.sort(golden).astype(np.int64), np.sort(train).astype(np.int64),
             np.sort(live).astype(np.int64))
 

@@ -11,7 +11,7 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from edgewise.runtime.local_instance import without_loopback
+from edgewise.runtime.local_instance import REPORTER_INTERVAL_MS, without_loopback
 from edgewise.runtime.ray_cluster import LABEL_DILATION, LABEL_LATENCY, device_resources
 from edgewise.testbed.cgroups import Cgroups
 from edgewise.testbed.host import TestbedError
@@ -32,6 +32,9 @@ _RAY_ENV = {
     "RAY_prestart_worker_first_driver": "0",
     "RAY_worker_register_timeout_seconds": "300",
     "RAY_USAGE_STATS_ENABLED": "0",
+    # the dashboard agent's per-worker CPU and memory samples feed a dashboard no testbed
+    # head starts (--include-dashboard=false): every 60 s, as on emulation
+    "REPORTER_UPDATE_INTERVAL_MS": str(REPORTER_INTERVAL_MS),
 }
 
 
