@@ -41,7 +41,9 @@ def _load_digits() -> dict[str, NDArray[np.generic]]:
 @cache
 def _digits() -> Dataset:
     """The digits, from scikit-learn once, then from the cache (no scikit-learn import)."""
-    arrays = cached_arrays(f"digits-{sklearn_version()}", _load_digits)
+    # the key names the form _load_digits gives (float32 in [0, 1], N×1×8×8): a new form
+    # needs a new name, or it would read the old arrays
+    arrays = cached_arrays(f"digits-f32-n1hw-{sklearn_version()}", _load_digits)
     x, y = arrays["x"].astype(np.float32), arrays["y"].astype(np.int64)
     return Dataset(x, y, np.arange(len(y), dtype=np.int64))
 

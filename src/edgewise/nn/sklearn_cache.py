@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 from numpy.typing import NDArray
 
-__all__ = ["cache_root", "cached_arrays", "stratified_indices"]
+__all__ = ["cache_root", "cached_arrays", "sklearn_version", "stratified_indices"]
 
 Arrays = dict[str, NDArray[np.generic]]
 
