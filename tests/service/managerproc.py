@@ -134,6 +134,19 @@ class ManagerProcess:
         assert response.status_code < 300, response.text
         return response.json()
 
+    def delete(self, path: str) -> Any:
+        response = self._client().delete(path, timeout=30)
+        assert response.status_code < 300, response.text
+        return response.json()
+
+    def clear_strikes(self) -> None:
+        """Clear every device's strikes: a test starts with every device in the plans,
+        whatever the tests before it struck (a killed worker, a member that fell silent
+        beside a loaded suite)."""
+        for device, count in self.get("/api/v1/strikes")["strikes"].items():
+            if count:
+                self.delete(f"/api/v1/strikes/{device}")
+
     def wait_job(self, job_id: str, states: tuple[str, ...] = FINAL,
                  timeout_s: float = 240.0) -> dict[str, Any]:
         deadline = time.monotonic() + timeout_s

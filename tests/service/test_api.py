@@ -97,6 +97,29 @@ def test_health_cluster_and_docs_with_the_token(client: TestClient) -> None:
     assert client.get("/api/v1/strikes").json() == {"strikes": {}, "limit": 3}
 
 
+def test_a_repaired_devices_strikes_are_cleared_and_stay_cleared(
+        client: TestClient, backend: JobManager) -> None:
+    """Three strikes put nano out of every plan; DELETE /strikes/nano brings it back, with
+    a cluster event, in the manager's store (a restarted manager reads 0); an unknown
+    device is 404 and changes nothing."""
+    for _ in range(3):
+        backend.ledger.strike("nano")
+    backend.ledger.strike("tx2")
+    assert backend.ledger.struck_out() == {"nano"}
+
+    cleared = client.delete("/api/v1/strikes/nano")
+
+    assert cleared.status_code == 200, cleared.text
+    assert cleared.json() == {"strikes": {"tx2": 1}, "limit": 3}
+    assert backend.ledger.struck_out() == frozenset()
+    assert backend.store.strikes() == {"nano": 0, "tx2": 1}
+    event = [e for e in client.get("/api/v1/events").json() if e["kind"] == "strikes-cleared"]
+    assert [e["data"] for e in event] == [{"device": "nano", "strikes": 0, "cleared": 3}]
+    missing = client.delete("/api/v1/strikes/ghost")
+    assert missing.status_code == 404 and "ghost" in missing.json()["detail"]
+    assert client.get("/api/v1/strikes").json() == {"strikes": {"tx2": 1}, "limit": 3}
+
+
 def test_openapi_declares_every_error_on_every_operation(client: TestClient) -> None:
     spec = client.get("/openapi.json").json()
     assert spec["components"]["securitySchemes"]["HTTPBearer"]["scheme"] == "bearer"

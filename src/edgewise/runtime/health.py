@@ -136,6 +136,12 @@ class StrikeLedger:
         self._save()
         return self.counts[device]
 
+    def clear(self, device: str) -> int:
+        """Forget ``device``'s strikes (a repaired device is back in); how many it had."""
+        had = self.counts.pop(device, 0)
+        self._save()
+        return had
+
     def struck_out(self, devices: Iterable[str] | None = None) -> frozenset[str]:
         names = self.counts if devices is None else devices
         return frozenset(d for d in names if self.counts.get(d, 0) >= self.limit)

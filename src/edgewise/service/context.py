@@ -70,6 +70,14 @@ class StoredLedger(StrikeLedger):
                               {"device": device, "strikes": count})
         return count
 
+    def clear(self, device: str) -> int:
+        with self._lock:
+            had = super().clear(device)
+            self._store.set_strikes(device, 0)
+        self._store.add_event(None, "strikes-cleared", f"{device}: {had} strike(s) cleared",
+                              {"device": device, "strikes": 0, "cleared": had})
+        return had
+
 
 class JobRunContext:
     """The JobContext of one run of one job (see ``edgewise.jobs.JobContext``)."""

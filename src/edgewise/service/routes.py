@@ -122,6 +122,16 @@ def _cluster_routes(router: APIRouter) -> None:
         counts, limit = manager.strikes()
         return Strikes(strikes=counts, limit=limit)
 
+    @router.delete("/strikes/{device}", tags=["cluster"])
+    def clear_strikes(manager: Manager,
+                      device: Annotated[str, PathParam(max_length=128)]) -> Strikes:
+        """Clear a device's strikes once it is repaired: jobs plan with it again (404 for a
+        device the cluster does not have)."""
+        if device not in manager.cluster.device_names:
+            raise HTTPException(status.HTTP_404_NOT_FOUND, detail=f"no device {device!r}")
+        counts, limit = manager.clear_strikes(device)
+        return Strikes(strikes=counts, limit=limit)
+
     @router.get("/events", tags=["cluster"])
     async def cluster_events(manager: Manager, after: After = 0,
                              limit: Limit = 200) -> list[JobEvent]:
