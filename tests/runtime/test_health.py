@@ -283,3 +283,23 @@ def test_no_file_when_path_is_none(tmp_path: Path, monkeypatch: pytest.MonkeyPat
 
     assert list(tmp_path.iterdir()) == []
     assert ledger.counts == {"nano-0": 1}
+
+
+def test_beats_keep_their_cadence_whatever_the_replies_take() -> None:
+    """Beats one period apart from the first, however long each reply took (the monitor
+    sees one period between beats, not a period plus a round trip); a late beat goes at
+    once and the cadence restarts there; a stall is waited out, then the beats resume."""
+    from edgewise.runtime.heartbeat import next_beat
+
+    sent, due, now = [], 0.0, 0.0
+    for reply_s in (0.3, 0.05, 0.6, 0.0):  # each reply's round trip
+        sent.append(now)
+        now += reply_s
+        wait, due = next_beat(now, due, 1.0)
+        now += wait
+    assert sent == [0.0, 1.0, 2.0, 3.0]
+
+    wait, due = next_beat(now=5.5, due=3.0, period_s=1.0)  # the reply came 2.5 s late
+    assert (wait, due) == (0.0, 5.5)
+    assert next_beat(now=5.7, due=5.5, period_s=1.0) == pytest.approx((0.8, 6.5))
+    assert next_beat(now=7.0, due=6.5, period_s=1.0, stalled_s=4.0) == (4.0, 11.0)

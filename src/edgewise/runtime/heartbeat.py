@@ -11,7 +11,23 @@ import ray
 
 from edgewise.runtime.health import Directive
 
-__all__ = ["Heartbeat"]
+__all__ = ["Heartbeat", "next_beat"]
+
+def next_beat(now: float, due: float, period_s: float,
+              stalled_s: float = 0.0) -> tuple[float, float]:
+    """(seconds to wait, when the beat after it is due) for a beat sent at ``due``.
+
+    Beats keep a fixed cadence, one per period from the first, so that the reply's round
+    trip (the monitor's queue, a loaded host) does not lengthen the interval the monitor
+    sees: a member is dead after 1.5 silent periods, and waiting a whole period after each
+    reply left only half a period for the round trip. A beat that is late is sent at once
+    and the cadence restarts from it (no burst to catch up); a stalled device waits out its
+    stall, then beats."""
+    if stalled_s > 0:
+        return stalled_s, now + stalled_s
+    due = max(due + period_s, now)
+    return due - now, due
+
 
 class Heartbeat:
     """Sends ``monitor.beat`` every ``period_s`` from a daemon thread.
@@ -38,6 +54,7 @@ class Heartbeat:
         self._thread.start()
 
     def _loop(self) -> None:
+        due = time.monotonic()
         while not self._stop.is_set():
             payload = self.metrics() if self.metrics is not None else None
             try:
@@ -45,8 +62,9 @@ class Heartbeat:
                 self.directive = Directive.from_json(reply)
             except Exception:  # the monitor is gone: nothing to report to
                 return
-            stalled_s = self.directive.stall_until - time.time()
-            self._stop.wait(stalled_s if stalled_s > 0 else self.period_s)
+            wait_s, due = next_beat(time.monotonic(), due, self.period_s,
+                                    self.directive.stall_until - time.time())
+            self._stop.wait(wait_s)
 
     def obey(self) -> tuple[tuple[str, str], ...]:
         """Block while the device is stalled; return the links cut now."""
