@@ -13,6 +13,7 @@ from edgewise.runtime.health import Directive
 
 __all__ = ["Heartbeat", "next_beat"]
 
+
 def next_beat(now: float, due: float, period_s: float,
               stalled_s: float = 0.0) -> tuple[float, float]:
     """(seconds to wait, when the beat after it is due) for a beat sent at ``due``.

@@ -73,7 +73,7 @@ class StoredLedger(StrikeLedger):
     def clear(self, device: str) -> int:
         with self._lock:
             had = super().clear(device)
-            self._store.set_strikes(device, 0)
+            self._store.clear_strikes(device)
         self._store.add_event(None, "strikes-cleared", f"{device}: {had} strike(s) cleared",
                               {"device": device, "strikes": 0, "cleared": had})
         return had

@@ -111,11 +111,11 @@ class JobManager:
     def strikes(self) -> tuple[dict[str, int], int]:
         return dict(self.ledger.counts), self.ledger.limit
 
-    def clear_strikes(self, device: str) -> tuple[dict[str, int], int]:
+    def clear_strikes(self, device: str) -> tuple[dict[str, int], int] | None:
         """Forget a device's strikes (an operator repaired it): later jobs plan with it
-        again. ConfigError for a device the cluster does not have."""
+        again. None for a device the cluster does not have."""
         if device not in self.cluster.device_names:
-            raise ConfigError(f"no such device in the cluster: {device!r}", field="device")
+            return None
         self.ledger.clear(device)
         return self.strikes()
 

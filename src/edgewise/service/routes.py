@@ -89,9 +89,9 @@ def job_request_model(kinds: Sequence[JobKind]) -> Any:
     return Annotated[Union[tuple(models)], Field(discriminator="kind")]  # noqa: UP007
 
 
-def _found(value: Any, what: str, job_id: str) -> Any:
+def _found(value: Any, what: str, key: str) -> Any:
     if value is None:
-        raise HTTPException(status.HTTP_404_NOT_FOUND, detail=f"no {what} {job_id!r}")
+        raise HTTPException(status.HTTP_404_NOT_FOUND, detail=f"no {what} {key!r}")
     return value
 
 
@@ -127,9 +127,7 @@ def _cluster_routes(router: APIRouter) -> None:
                       device: Annotated[str, PathParam(max_length=128)]) -> Strikes:
         """Clear a device's strikes once it is repaired: jobs plan with it again (404 for a
         device the cluster does not have)."""
-        if device not in manager.cluster.device_names:
-            raise HTTPException(status.HTTP_404_NOT_FOUND, detail=f"no device {device!r}")
-        counts, limit = manager.clear_strikes(device)
+        counts, limit = _found(manager.clear_strikes(device), "device", device)
         return Strikes(strikes=counts, limit=limit)
 
     @router.get("/events", tags=["cluster"])

@@ -291,6 +291,9 @@ class Store:
         self._write("INSERT OR REPLACE INTO strikes (device, count, updated_at) "
                     "VALUES (?, ?, ?)", (device, count, time.time()))
 
+    def clear_strikes(self, device: str) -> None:
+        self._write("DELETE FROM strikes WHERE device = ?", (device,))
+
     def strikes(self) -> dict[str, int]:
         return {d: int(n) for d, n in self._read("SELECT device, count FROM strikes")}
 
