@@ -27,6 +27,11 @@ settings.load_profile("ci" if in_ci() else "dev")
 MARKER_TIMEOUT_S = {"ray": 300, "slow": 300, "system": 600}
 
 
+# Tests marked `own_instance` start a Ray instance of their own in the test process, which
+# ends the shared one (its added nodes and pooled member processes with it): they run last,
+# so that no later test builds them again (a foreign-head test in mid-run cost its worker
+# six nodes and every pooled process, 2026-12-01).
+#
 # Under pytest-xdist (`make test` runs two workers), tests that share something only one
 # process can hold run on one worker, and go first, so that the long groups overlap: the
 # session's served manager (one per worker that uses it) and the testbed (its namespaces
@@ -54,7 +59,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         if limits:
             item.add_marker(pytest.mark.timeout(max(limits)))
     rank = {g: k for k, g in enumerate(XDIST_GROUPS)}
-    items.sort(key=lambda i: rank.get(_group(i) or "", len(rank)))  # stable: order kept
+    items.sort(key=lambda i: (i.get_closest_marker("own_instance") is not None,
+                              rank.get(_group(i) or "", len(rank))))  # stable: order kept
 
 
 SMALL_CLUSTER = {

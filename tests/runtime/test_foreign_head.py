@@ -27,7 +27,8 @@ from edgewise.runtime.engine import train
 from edgewise.runtime.plan import TrainConfig, equal_plan
 from edgewise.runtime.ray_cluster import connect
 
-pytestmark = [pytest.mark.ray, pytest.mark.system, pytest.mark.slow]
+pytestmark = [pytest.mark.ray, pytest.mark.system, pytest.mark.slow,
+              pytest.mark.own_instance]  # its own start ends the shared instance: last
 RAY = str(Path(sys.executable).parent / "ray")
 
 
