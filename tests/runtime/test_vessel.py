@@ -111,7 +111,7 @@ def _spawn(runtime: RayRuntime, device: str, name: str, label: str = "") -> Host
 def _dies(member: Any, within_s: float = 60.0) -> bool:
     """Whether the member's process dies within ``within_s``: a hosted member's vessel, else
     the actor itself. ``ray.kill`` is asynchronous: a call sent just after it may still be
-    answered, by a released member's vessel with "has ended" (a CI run's flake, 2026-12-01),
+    answered, by a released member's vessel with "has ended" (a suite run's flake, 2026-12-01),
     so calls are retried until one fails as a dead actor's."""
     process = member.vessel.pid if isinstance(member, HostedMember) else member.ready
     deadline = time.monotonic() + within_s

@@ -28,12 +28,10 @@ if TYPE_CHECKING:
         seifer_positions,
     )
 
-_HOMES = {
-    "edgewise.cluster.schema": ("cluster_from_dict", "load_cluster"),
-    "edgewise.cluster.topology": ("clustered", "grid", "random_cluster", "random_geometric",
-                                  "ring", "seifer_bandwidth_mbps", "seifer_positions"),
-}
-_HOME_OF = {name: module for module, names in _HOMES.items() for name in names}
+_LAZY = {"cluster_from_dict": "schema", "load_cluster": "schema",
+         **dict.fromkeys(("clustered", "grid", "random_cluster", "random_geometric", "ring",
+                          "seifer_bandwidth_mbps", "seifer_positions"), "topology")}
+"""The names loaded on first use, with their module under ``edgewise.cluster``."""
 
 __all__ = [
     "BackgroundApp",
@@ -58,9 +56,9 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    module = _HOME_OF.get(name)
+    module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
     globals()[name] = value
     return value
