@@ -1,7 +1,8 @@
-"""Members in pooled processes (``runtime.vessel``): a run's member reuses the process its
-predecessor on the same device left, built anew; a crash kills that member alone and its
-process is never handed out again; a busy process is not reused; other actors on the device
-find its reservation free."""
+"""Members in pooled processes (``runtime.vessel``): a run's member reuses the process a
+finished member left, built anew (on an emulating instance any device's, any cluster's; on a
+testbed its own device's); a crash kills that member alone and its process is never handed
+out again; a busy process is not reused; a member's reservation is Ray's while it lives and
+free once it ends; other actors on the device find an idle vessel's reservation free."""
 
 from __future__ import annotations
 
@@ -15,12 +16,20 @@ import ray
 from ray.exceptions import RayActorError, RayTaskError
 
 from edgewise.cluster.model import Cluster
+from edgewise.cluster.schema import cluster_from_dict
+from edgewise.errors import EdgewiseError
 from edgewise.runtime import vessel as vessels
+from edgewise.runtime import vessel_pool
 from edgewise.runtime.faults import FaultInjector
 from edgewise.runtime.probe import ProbeActor
-from edgewise.runtime.ray_cluster import RayRuntime, start_local
+from edgewise.runtime.ray_cluster import RayRuntime, memory_resource, start_local
 from edgewise.runtime.vessel import HostedMember, Vessel
-from edgewise.runtime.vessel_pool import pool_size, release_members, spawn_member
+from edgewise.runtime.vessel_pool import (
+    pool_size,
+    release_members,
+    reservations,
+    spawn_member,
+)
 
 
 class Sleeper:
@@ -101,11 +110,32 @@ def _pid(member: HostedMember) -> int:
     return int(ray.get(member.vessel.pid.remote()))
 
 
-def _spawn(runtime: RayRuntime, device: str, name: str, label: str = "") -> HostedMember:
-    options = runtime.actor_options(device, 64, name, evict_idle=False)
+def _spawn(runtime: RayRuntime, device: str, name: str, label: str = "", *,
+           bound: bool = False, memory_mb: int = 64) -> HostedMember:
+    """A probe member on ``device``: held apart from its vessel, as a run's member is on an
+    emulating instance, or (``bound``) in a vessel that holds the device's reservation
+    itself, as on a testbed, where each device is a node of its own."""
+    options = (runtime.actor_options(device, memory_mb, name) if bound
+               else runtime.member_options(device, memory_mb, name))
     member = spawn_member(ProbeActor, options, label or device)
     assert isinstance(member, HostedMember)
     return member
+
+
+def _free_mb(runtime: RayRuntime, device: str) -> float:
+    return float(ray.available_resources().get(  # type: ignore[no-untyped-call]
+        memory_resource(device, runtime.tag_of(device)), 0.0))
+
+
+def _settles(read: Any, expected: float, within_s: float = 30.0) -> bool:
+    """Whether ``read()`` comes to ``expected`` within ``within_s`` (Ray's view of free
+    resources follows a placement group's removal a moment later)."""
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        if read() == expected:
+            return True
+        time.sleep(0.1)
+    return read() == expected
 
 
 def _dies(member: Any, within_s: float = 60.0) -> bool:
@@ -125,21 +155,75 @@ def _dies(member: Any, within_s: float = 60.0) -> bool:
 
 
 @pytest.mark.ray
-def test_the_next_member_on_a_device_reuses_the_process_built_anew(runtime: RayRuntime) -> None:
-    first = _spawn(runtime, "nano-0", "probe-a-nano-0", "first")
+def test_on_a_testbed_the_next_member_on_a_device_reuses_its_process(runtime: RayRuntime) -> None:
+    first = _spawn(runtime, "nano-0", "probe-a-nano-0", "first", bound=True)
     assert ray.get(first.ready.remote()) == "first"
     pid = _pid(first)
     release_members([first])
     assert pool_size() >= 1
 
-    second = _spawn(runtime, "nano-0", "probe-b-nano-0", "second")
+    second = _spawn(runtime, "nano-0", "probe-b-nano-0", "second", bound=True)
     assert _pid(second) == pid  # the same process, with a member built anew
     assert ray.get(second.ready.remote()) == "second"
     with pytest.raises(RayTaskError):  # the first member's handle reaches nothing any more
         ray.get(first.ready.remote(), timeout=60)
-    other = _spawn(runtime, "nano-1", "probe-c-nano-1")  # another device: another process
+    other = _spawn(runtime, "nano-1", "probe-c-nano-1", bound=True)  # another device's node
     assert _pid(other) != pid
     release_members([second, other])
+
+
+@pytest.mark.ray
+def test_emulated_members_of_any_device_and_cluster_reuse_an_idle_process(
+        runtime: RayRuntime) -> None:
+    first = _spawn(runtime, "nano-0", "probe-f-nano-0", "first")
+    pid = _pid(first)
+    release_members([first])
+
+    second = _spawn(runtime, "nano-1", "probe-g-nano-1", "second")  # another device
+    assert _pid(second) == pid
+    assert ray.get(second.ready.remote()) == "second"
+    release_members([second])
+    other = start_local(cluster_from_dict({"name": "test-vessel-other", "devices": [
+        {"name": "orin", "type": "jetson-orin-nano"}]}, source="test"))
+    try:
+        third = _spawn(other, "orin", "probe-h-orin", "third")  # another cluster
+        assert _pid(third) == pid
+        assert ray.get(third.ready.remote()) == "third"
+        release_members([third])
+    finally:
+        other.shutdown()
+
+
+@pytest.mark.ray
+def test_a_members_reservation_is_rays_while_it_lives_and_free_once_it_ends(
+        runtime: RayRuntime) -> None:
+    whole = _free_mb(runtime, "nano-0")
+    live = _spawn(runtime, "nano-0", "probe-i-nano-0", memory_mb=1024)
+    assert ray.get(live.ready.remote()) == "nano-0"
+    assert _free_mb(runtime, "nano-0") == whole - 1024
+    assert reservations() >= 1
+    release_members([live])
+    assert _settles(lambda: _free_mb(runtime, "nano-0"), whole)
+
+    victim = _spawn(runtime, "nano-0", "worker-vessel-9-nano-0", memory_mb=1024)
+    FaultInjector().kill(victim.name)
+    assert _dies(victim)
+    assert _free_mb(runtime, "nano-0") == whole - 1024  # a dead member's until its run ends it
+    release_members([victim])
+    assert _settles(lambda: _free_mb(runtime, "nano-0"), whole)
+
+
+@pytest.mark.ray
+def test_a_member_that_does_not_fit_its_device_fails_naming_it(
+        runtime: RayRuntime, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(vessel_pool, "RESERVE_WAIT_S", 2.0)
+    before, idle = reservations(), pool_size()
+    too_much = runtime.cluster.device("nano-2").memory_mb + 1
+    with pytest.raises(EdgewiseError, match=rf"probe-j-nano-2: no room on nano-2 after 2 s "
+                                            rf"for {too_much} MB of its memory"):
+        _spawn(runtime, "nano-2", "probe-j-nano-2", memory_mb=too_much)
+    assert reservations() == before  # nothing held for it
+    assert pool_size() >= idle  # nor an idle process lost
 
 
 @pytest.mark.ray
@@ -164,7 +248,7 @@ def test_a_killed_member_dies_alone_and_its_process_is_not_reused(runtime: RayRu
 
 @pytest.mark.ray
 def test_another_actor_on_the_device_ends_its_idle_processes(runtime: RayRuntime) -> None:
-    member = _spawn(runtime, "pi5", "probe-d-pi5")
+    member = _spawn(runtime, "pi5", "probe-d-pi5", bound=True)
     release_members([member])
     before = pool_size()
     assert before >= 1
@@ -180,7 +264,7 @@ def test_another_actor_on_the_device_ends_its_idle_processes(runtime: RayRuntime
 def test_with_the_pool_off_a_member_is_an_actor_of_its_own(
         runtime: RayRuntime, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("EDGEWISE_VESSELS", "0")
-    handle = spawn_member(ProbeActor, runtime.actor_options("nano-1", 64, "probe-e-nano-1"),
+    handle = spawn_member(ProbeActor, runtime.member_options("nano-1", 64, "probe-e-nano-1"),
                           "nano-1")
     assert not isinstance(handle, HostedMember)
     assert ray.get(handle.ready.remote()) == "nano-1"

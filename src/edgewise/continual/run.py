@@ -85,7 +85,7 @@ def _launch(runtime: RayRuntime, stream: Stream, weights: bytes,
 
     from edgewise.runtime.vessel_pool import spawn_member
 
-    opts = runtime.actor_options(device, ACTOR_MEMORY_MB, evict_idle=False)
+    opts = runtime.member_options(device, ACTOR_MEMORY_MB)
     env = mps_env(0.5)
     if env:
         opts["runtime_env"] = {"env_vars": env}

@@ -132,8 +132,7 @@ class ModelParallelTrainer:
             skeleton, weights = stage_payload(part)
             mem = memory_mb[k] if memory_mb is not None else 64 + math.ceil(
                 4 * len(weights) / 2**20)
-            options = runtime.actor_options(device, int(mem), f"mp-{tag}-{k}",
-                                            evict_idle=False)
+            options = runtime.member_options(device, int(mem), f"mp-{tag}-{k}")
             self.stages.append(spawn_member(
                 TrainStage, options, f"mp-{tag}-{k}", device, skeleton, weights,
                 runtime.stretch.get(device, 1.0), optimizer, lr, self.codec))

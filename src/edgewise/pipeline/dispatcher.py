@@ -124,9 +124,8 @@ class Dispatcher:
         self.startup_timeout_s = startup_timeout_s
         devices = tuple(devices)
         self.device = dispatcher_device or _pick_dispatcher(runtime, devices)
-        self.endpoint = spawn_member(DispatchEndpoint, runtime.actor_options(
-            self.device, _ENDPOINT_MEMORY_MB, f"dispatch-{uuid.uuid4().hex[:8]}",
-            evict_idle=False))
+        self.endpoint = spawn_member(DispatchEndpoint, runtime.member_options(
+            self.device, _ENDPOINT_MEMORY_MB, f"dispatch-{uuid.uuid4().hex[:8]}"))
         self.version, self.restarts, self.resends, self.duplicates = 0, 0, 0, 0
         self._next_id = self._next_yield = 0
         self._pending: dict[int, _Pending] = {}
@@ -242,8 +241,7 @@ class Dispatcher:
         return src.connect.remote(hop, self.runtime.transport_link(device, peer))
 
     def _start(self, stage: _Stage, device: str) -> Any:
-        options = self.runtime.actor_options(device, stage.memory_mb, stage.name,
-                                             evict_idle=False)
+        options = self.runtime.member_options(device, stage.memory_mb, stage.name)
         return spawn_member(StageActor, options, stage.name, device, stage.skeleton,
                             stage.weights, self.runtime.stretch.get(device, 1.0), stage.codec)
 

@@ -113,7 +113,7 @@ def start_ps(runtime: RayRuntime, spec: MemberSpec, device: str, name: str,
     """A parameter server called ``name`` pinned to ``device``, restored from ``checkpoint``
     when one is given (a new attempt, or a server moved to another device); ``calibration``:
     a few training batches to re-estimate BatchNorm statistics on before each evaluation."""
-    options = runtime.actor_options(device, spec.memory_mb, name, evict_idle=False)
+    options = runtime.member_options(device, spec.memory_mb, name)
     return spawn_member(
         ParameterServer, options, spec.model, spec.seed, spec.optimizer, spec.learning_rate,
         spec.momentum, runtime.stretch[device], validation, checkpoint, spec.compression,
@@ -127,7 +127,7 @@ def start_worker(runtime: RayRuntime, spec: MemberSpec, device: str, name: str, 
     """A worker called ``name`` pinned to ``device``, talking to ``ps`` and to its data store
     over the given (emulated) links; it loads its shard when told to. ``steps > 0``: it
     makes that many steps an epoch (balanced synchronous steps)."""
-    options = runtime.actor_options(device, spec.memory_mb, name, evict_idle=False)
+    options = runtime.member_options(device, spec.memory_mb, name)
     return spawn_member(
         Worker, options, name, device, spec.model, spec.seed, batch_size,
         runtime.stretch[device], runtime.cluster.device(device).memory_mb, ps, ps_link,

@@ -3,12 +3,13 @@
 By default every emulated run starts an instance of its own (``address="local"``), which
 it ends when it is done. A process that runs many emulated jobs one after another (a test
 session, a notebook) can call :func:`share_local` instead: the runs then take their own
-clusters' device resources on one instance, which starts once. Each cluster's resources
-carry a tag of their own (:func:`cluster_tag`), so two clusters that both name a device
-``nano-0`` keep separate memory accounting. A cluster the instance does not carry yet is
-added to it as one more Ray node on this host carrying just that cluster's resources (what
-Ray's own ``ray.cluster_utils.Cluster.add_node`` does for its tests): about a second, where
-a restart took five and ended every actor of the instance.
+clusters' device resources on one instance, which starts once. Each device's resources
+carry a tag naming its memory (:func:`device_tag`), so two clusters whose ``nano-0`` differ
+in memory keep separate accounting, and clusters that name the same device with the same
+memory share it, one run after another. Devices the instance does not carry yet are added
+to it as one more Ray node on this host carrying just their resources (what Ray's own
+``ray.cluster_utils.Cluster.add_node`` does for its tests): about a second, where a restart
+took five and ended every actor of the instance.
 
 Ray's own test suite shares its instances the same way (its ``ray_start_regular_shared``
 fixture); starting Ray costs seconds of a 2-core machine, and a suite started it ~20 times.
@@ -17,19 +18,20 @@ fixture); starting Ray costs seconds of a 2-core machine, and a suite started it
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import logging
 import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+_log = logging.getLogger(__name__)
+
 __all__ = [
     "LOOPBACK_RAY_ENV",
     "LOOPBACK_SET_ENV",
     "REPORTER_INTERVAL_MS",
     "LocalInstance",
-    "cluster_tag",
+    "device_tag",
     "init_local",
     "kill_named_actors",
     "loopback_only",
@@ -69,10 +71,14 @@ session added 12. Adding one back takes 1.4 CPU-seconds (both measured 2026-11-2
 ``share_local`` and six ``ensure`` calls)."""
 
 
-def cluster_tag(device_memory_mb: dict[str, int]) -> str:
-    """A short tag naming one cluster's devices and memories (``c1a2b3c.``)."""
-    text = ",".join(f"{k}={v}" for k, v in sorted(device_memory_mb.items()))
-    return "c" + hashlib.sha1(text.encode()).hexdigest()[:7] + "."
+def device_tag(memory_mb: int) -> str:
+    """The tag of a device's resources on a shared instance: its memory (``m4096.``), so
+    that devices of one name and another memory keep their own accounting, and clusters
+    that name the same device with the same memory share its node, one run after another
+    (a test session's clusters: 26 nodes added for them in a suite run of 2026-12-01,
+    each a raylet and two agents started under load, when each cluster had a tag of its
+    own)."""
+    return f"m{memory_mb}."
 
 
 def init_local(resources: dict[str, float], cores: int, object_store_mb: int) -> str:
@@ -88,22 +94,59 @@ def init_local(resources: dict[str, float], cores: int, object_store_mb: int) ->
     # for dashboard metrics that emulation never reads; every 60 s cut an idle instance
     # with six device nodes from 3.2 to 2.4 CPU-seconds per idle 30 s on the 2-core host.
     os.environ.setdefault("REPORTER_UPDATE_INTERVAL_MS", str(REPORTER_INTERVAL_MS))
-    ray.init(
-        address="local",
-        num_cpus=cores,
-        resources=resources,
-        object_store_memory=object_store_mb * 1024 * 1024,
-        include_dashboard=False,
-        namespace=NAMESPACE,
-        logging_level=logging.WARNING,
-        log_to_driver=False,
-        configure_logging=True,
-        _node_ip_address=LOOPBACK,
-        _system_config={"worker_niceness": WORKER_NICENESS,
-                        "prestart_worker_first_driver": False},
-    )
+    for attempt in range(1, HEAD_START_ATTEMPTS + 1):
+        before = _ray_children()
+        try:
+            ray.init(
+                address="local",
+                num_cpus=cores,
+                resources=resources,
+                object_store_memory=object_store_mb * 1024 * 1024,
+                include_dashboard=False,
+                namespace=NAMESPACE,
+                logging_level=logging.WARNING,
+                log_to_driver=False,
+                configure_logging=True,
+                _node_ip_address=LOOPBACK,
+                _system_config={"worker_niceness": WORKER_NICENESS,
+                                "prestart_worker_first_driver": False},
+            )
+            break
+        except Exception as exc:
+            if "timed out during startup" not in str(exc) or attempt == HEAD_START_ATTEMPTS:
+                raise
+            _log.warning("the local Ray instance was slow to start (%s): starting it again",
+                         exc)
+            ray.shutdown()
+            _end_processes(_ray_children() - before)
     _end_log_monitor()
     return str(ray.get_runtime_context().gcs_address)
+
+
+HEAD_START_ATTEMPTS = 3
+"""How often :func:`init_local` starts the instance when its head does not register within
+Ray's fixed 30 s (a loaded 2-core host: one suite run's first start failed so, 2026-12-01);
+each failed attempt's processes are ended before the next."""
+
+
+def _ray_children() -> set[int]:
+    """This process's descendants now (Ray's daemons among them)."""
+    import psutil
+
+    return {p.pid for p in psutil.Process().children(recursive=True)}
+
+
+def _end_processes(pids: set[int]) -> None:
+    """End the processes ``pids`` (a failed start's daemons), not waiting long."""
+    import psutil
+
+    found = []
+    for pid in pids:
+        with contextlib.suppress(psutil.Error):
+            process = psutil.Process(pid)
+            process.kill()
+            found.append(process)
+    psutil.wait_procs(found, timeout=5)
 
 
 def _end_log_monitor() -> None:
@@ -177,8 +220,9 @@ def kill_named_actors() -> int:
     a shared instance); how many."""
     import ray
 
-    from edgewise.runtime.vessel_pool import idle_vessel_names
+    from edgewise.runtime.vessel_pool import clear_reservations, idle_vessel_names
 
+    clear_reservations()  # the device resources its members held apart from their vessels
     keep = idle_vessel_names()  # this process's pooled vessels: no run's leftovers
     killed = 0
     for name in ray.util.list_named_actors():
@@ -192,13 +236,37 @@ def kill_named_actors() -> int:
     return killed
 
 
+NODE_START_S = 300.0
+"""How long a node added to the shared instance may take to register. Ray's own wait is a
+fixed 30 s, which a loaded 2-core host overran (the node's raylet waits for its agents,
+Python processes that import Ray): five tests' setups failed in one suite run
+(2026-12-01), though the node came up moments later."""
+
+
+def _patient_node(params: Any) -> Any:
+    """Ray's ``Node`` for ``params``, started without Ray's fixed 30 s registration limit: a
+    node that overran it is kept (its processes run on) and waited for by the caller."""
+    from ray._private.node import Node
+
+    class PatientNode(Node):
+        def __init__(self) -> None:
+            try:
+                super().__init__(params, head=False, shutdown_at_exit=True,
+                                 spawn_reaper=False)
+            except Exception as exc:
+                if "timed out during startup" not in str(exc):
+                    raise
+                _log.warning("a node added for a cluster is slow to register: waiting")
+
+    return PatientNode()
+
+
 def add_node(gcs_address: str, resources: dict[str, float], object_store_mb: int) -> Any:
     """Start one more Ray node on this host (loopback, no CPUs: work reaches it only
     through its custom ``resources``) and join it to the instance at ``gcs_address``; the
     node's handle, for :func:`end_node`. Ray has no public call for this; its test
     utilities (``ray.cluster_utils``) make their nodes the same way."""
     import ray
-    from ray._private.node import Node
     from ray._private.parameter import RayParams
 
     head = ray._private.worker._global_node
@@ -211,8 +279,12 @@ def add_node(gcs_address: str, resources: dict[str, float], object_store_mb: int
                        include_log_monitor=False,  # type: ignore[arg-type,unused-ignore]  # one per host
                        node_manager_port=0, dashboard_agent_listen_port=None,
                        session_name=head.session_name)
-    node = Node(params, head=False, shutdown_at_exit=True, spawn_reaper=False)
-    _wait_for(resources)
+    node = _patient_node(params)
+    try:
+        _wait_for(resources, NODE_START_S)
+    except RuntimeError:
+        end_node(node)
+        raise
     return node
 
 

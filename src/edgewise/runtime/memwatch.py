@@ -70,7 +70,7 @@ def _read(runtime: RayRuntime, devices: list[str],
     import ray
 
     refs = {d: _probe().options(num_cpus=0, max_retries=0,
-                                resources={device_resource(d, runtime.tag): 1}).remote()
+                                resources={device_resource(d, runtime.tag_of(d)): 1}).remote()
             for d in devices}
     found: dict[str, MemoryKills | None] = {}
     deadline = time.monotonic() + timeout_s  # one wait for all of them

@@ -31,7 +31,7 @@ from edgewise.runtime.emulation import EmulationConfig, stretch_factors
 from edgewise.runtime.local_instance import (
     NAMESPACE,
     WORKER_NICENESS,
-    cluster_tag,
+    device_tag,
     init_local,
     kill_named_actors,
     reachable_again,
@@ -69,8 +69,9 @@ Links = Literal["emulated", "latency", "network"]
 
 
 def device_resource(name: str, tag: str = "") -> str:
-    """The resource that pins work to device ``name``; ``tag`` tells apart the clusters that
-    share one emulating instance (:func:`share_local`), and is empty everywhere else."""
+    """The resource that pins work to device ``name``; ``tag`` tells apart devices of one
+    name but another memory on one emulating instance that several clusters share
+    (:func:`share_local`, ``local_instance.device_tag``), and is empty everywhere else."""
     return f"device:{tag}{name}"
 
 
@@ -127,25 +128,48 @@ class RayRuntime:
     time_dilation: float = 1.0
     links: Links = "emulated"
     address: str | None = None
-    tag: str = ""
+    tagged: bool = False
     owned: bool = True
 
-    def actor_options(self, device: str, memory_mb: int, name: str | None = None, *,
-                      evict_idle: bool = True) -> dict[str, Any]:
-        """Ray options that pin an actor to ``device`` and reserve ``memory_mb`` of it. The
-        idle vessels on ``device`` (``runtime.vessel_pool``: they keep their reservations) are
-        ended first if the memory is not free otherwise, unless ``evict_idle`` is off (a
-        member about to reuse one)."""
-        self.cluster.device(device)  # KeyError for an unknown device
-        if evict_idle:
-            from edgewise.runtime.vessel_pool import evict_device
+    def tag_of(self, device: str) -> str:
+        """The tag of ``device``'s resources: its memory's on a shared emulating instance
+        (``tagged``), else none."""
+        return device_tag(self.cluster.device(device).memory_mb) if self.tagged else ""
 
-            evict_device(device_resource(device, self.tag), memory_resource(device, self.tag),
-                         memory_mb)
+    def actor_options(self, device: str, memory_mb: int,
+                      name: str | None = None) -> dict[str, Any]:
+        """Ray options that pin an actor to ``device`` and reserve ``memory_mb`` of it. The
+        idle vessels on ``device`` (``runtime.vessel_pool``: a testbed's or a real
+        cluster's keep their reservations) are ended first if the memory is not free
+        otherwise."""
+        from edgewise.runtime.vessel_pool import evict_device
+
+        options = self._pinned(device, memory_mb, name)
+        tag = self.tag_of(device)
+        evict_device(device_resource(device, tag), memory_resource(device, tag),
+                     memory_mb)
+        return options
+
+    def member_options(self, device: str, memory_mb: int,
+                       name: str | None = None) -> dict[str, Any]:
+        """Options for a run's member (``vessel_pool.spawn_member``): pinned to ``device``
+        with ``memory_mb`` reserved, as :meth:`actor_options`. On an emulating instance
+        every device is this host, so the reservation is held apart from the process
+        (``vessel.RESERVE_APART``): any idle vessel of the host can then host the member,
+        whichever cluster or device its last member had."""
+        from edgewise.runtime.vessel import RESERVE_APART
+
+        options = self._pinned(device, memory_mb, name)
+        if self.emulated:
+            options[RESERVE_APART] = True
+        return options
+
+    def _pinned(self, device: str, memory_mb: int, name: str | None) -> dict[str, Any]:
+        self.cluster.device(device)  # KeyError for an unknown device
         options: dict[str, Any] = {
             "num_cpus": 0,
-            "resources": {device_resource(device, self.tag): 1,
-                          memory_resource(device, self.tag): memory_mb},
+            "resources": {device_resource(device, self.tag_of(device)): 1,
+                          memory_resource(device, self.tag_of(device)): memory_mb},
             "max_restarts": 0,
             "namespace": NAMESPACE,
         }
@@ -199,7 +223,7 @@ class RayRuntime:
         pool = shared()
         if pool is not None:
             pool.release(key for d in self.cluster.devices
-                         for key in device_resources(d.name, d.memory_mb, self.tag))
+                         for key in device_resources(d.name, d.memory_mb, self.tag_of(d.name)))
             pool.trim()
 
 
@@ -215,19 +239,20 @@ def start_local(cluster: Cluster, config: EmulationConfig | None = None) -> RayR
     """Start a local Ray instance emulating every device of ``cluster`` on this host, bound
     to loopback. It is always a new instance of its own (``address="local"``), whatever Ray
     cluster runs on the machine or ``RAY_ADDRESS`` names; after :func:`share_local` it is
-    the process's shared instance, which carries the cluster under a tag of its own."""
+    the process's shared instance, which carries each device under a tag naming its memory
+    (``local_instance.device_tag``)."""
     config = config or EmulationConfig()
     stretch = stretch_factors(cluster, config)
     pool = shared()
-    tag = "" if pool is None else cluster_tag({d.name: d.memory_mb for d in cluster.devices})
     resources: dict[str, float] = {}
     for d in cluster.devices:
-        resources |= device_resources(d.name, d.memory_mb, tag)
+        resources |= device_resources(d.name, d.memory_mb,
+                                      "" if pool is None else device_tag(d.memory_mb))
     if pool is None:
         init_local(resources, config.host_cores, config.object_store_mb)
         return RayRuntime(cluster, stretch, emulated=True)
     pool.ensure(resources, config.host_cores, config.object_store_mb)
-    return RayRuntime(cluster, stretch, emulated=True, tag=tag, owned=False)
+    return RayRuntime(cluster, stretch, emulated=True, tagged=True, owned=False)
 
 
 def refresh_auth(enable_if_token: bool = True) -> None:

@@ -13,11 +13,14 @@ member on the same device, reservation and concurrency is built without a new pr
 What does not change: one member per process at a time, so a crash (``FaultInjector.kill``
 kills the vessel's process) takes exactly that member down, as before; a member's calls run
 with the concurrency its own ``@ray.remote`` declares; the device's slot and memory
-reservation are Ray's as before. What the pool adds: an idle vessel keeps its device's
-reservation, so creating any other actor on that device (``RayRuntime.actor_options``)
-first ends that device's idle vessels, and at most :data:`MAX_IDLE` idle vessels live, each
-for at most :data:`IDLE_S`. A vessel whose member still has calls running when its run
-ends (a worker stuck on a lost server) is killed, not reused. ``EDGEWISE_VESSELS=0`` turns
+reservation are Ray's as before. What the pool adds: on a testbed or a real cluster an idle
+vessel keeps its device's reservation, so creating any other actor on that device
+(``RayRuntime.actor_options``) first ends that device's idle vessels; on an emulating
+instance the reservation is a placement group of the member's own and the vessel holds
+none, so any idle vessel of the host serves the next member (``runtime.vessel_pool``). At
+most :data:`MAX_IDLE` idle vessels live, each for at most :data:`IDLE_S`. A vessel whose
+member still has calls running when its run ends (a worker stuck on a lost server) is
+killed, not reused. ``EDGEWISE_VESSELS=0`` turns
 the pool off: every member is then an actor of its own, as before.
 
 The member's name (``worker-JOB-ATTEMPT-DEVICE``) is kept in Ray's key-value store beside the
@@ -38,8 +41,8 @@ from typing import Any
 
 import ray
 
-__all__ = ["BECOME_WAIT_S", "VESSEL_PREFIX", "HostedMember", "Vessel", "vessel_class",
-           "vessels_enabled"]
+__all__ = ["BECOME_WAIT_S", "RESERVE_APART", "VESSEL_PREFIX", "HostedMember", "Vessel",
+           "vessel_class", "vessels_enabled"]
 
 BECOME_WAIT_S = 120.0
 """How long a member's call waits for its ``become`` (issued first, but a threaded actor may
@@ -47,6 +50,11 @@ start it second; a constructor on a loaded host takes seconds)."""
 
 VESSEL_PREFIX = "vessel-"
 """The start of every vessel's actor name."""
+
+RESERVE_APART = "edgewise_reserve_apart"
+"""The key ``RayRuntime.member_options`` sets on an emulating instance, which
+``vessel_pool.spawn_member`` takes out: reserve the member's device resources in a
+placement group of their own, and host it in any of the host's idle vessels."""
 
 def vessels_enabled() -> bool:
     """Whether members are hosted in pooled vessels (``EDGEWISE_VESSELS``, default on)."""
@@ -186,6 +194,9 @@ class HostedMember:
     name: str
     key: tuple[Any, ...] = field(compare=False)
     groups: tuple[tuple[str, str], ...] = ()  # (method, concurrency group) of the member
+    reservation: Any = field(default=None, compare=False)
+    """The placement group holding the member's device resources where they are held apart
+    from its vessel (an emulating instance: ``runtime.vessel_pool``), else None."""
 
     def __getattr__(self, method: str) -> _Method:
         if method.startswith("__"):
@@ -195,4 +206,4 @@ class HostedMember:
 
     def __reduce__(self) -> tuple[Any, ...]:  # slots and __getattr__: spell pickling out
         return (HostedMember, (self.vessel, self.vessel_name, self.token, self.name, self.key,
-                               self.groups))
+                               self.groups, self.reservation))

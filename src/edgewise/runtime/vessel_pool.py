@@ -2,12 +2,22 @@
 starting a member in one (:func:`spawn_member`), ending members (:func:`release_members`),
 ending idle vessels when another actor needs their device's memory (:func:`evict_device`),
 and the members' names beside their vessels' in Ray's key-value store, for faults
-(:func:`hosted_members`, :func:`vessel_of`)."""
+(:func:`hosted_members`, :func:`vessel_of`).
+
+Where a vessel runs depends on the instance. On a testbed or a real cluster each device is
+a node of its own, so a vessel is an actor on its member's device, holding the member's
+reservation (the device's slot and memory) as long as it lives: the next member on that
+device, with that reservation, can reuse it. On an emulating instance every device is this
+host: the member's reservation is then a placement group of its own, made when the member
+starts and removed when it ends (:data:`~edgewise.runtime.vessel.RESERVE_APART`), and
+the vessel is a process of the host that holds no device: any member of any cluster, on
+any device, can reuse it. Ray still refuses to reserve more of a device than it has."""
 
 from __future__ import annotations
 
 import contextlib
 import json
+import re
 import threading
 import time
 import uuid
@@ -17,11 +27,21 @@ from typing import Any
 import ray
 from ray.exceptions import GetTimeoutError, RayError, RayTaskError
 from ray.experimental import internal_kv
+from ray.util.placement_group import placement_group, remove_placement_group
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from edgewise.runtime.vessel import VESSEL_PREFIX, HostedMember, vessel_class, vessels_enabled
+from edgewise.errors import EdgewiseError
+from edgewise.runtime.vessel import (
+    RESERVE_APART,
+    VESSEL_PREFIX,
+    HostedMember,
+    vessel_class,
+    vessels_enabled,
+)
 
-__all__ = ["IDLE_S", "MAX_IDLE", "clear_pool", "evict_device", "hosted_members",
-           "idle_vessel_names", "pool_size", "release_members", "spawn_member", "vessel_of"]
+__all__ = ["IDLE_S", "MAX_IDLE", "RESERVE_WAIT_S", "clear_pool", "clear_reservations",
+           "evict_device", "hosted_members", "idle_vessel_names", "pool_size",
+           "release_members", "reservations", "spawn_member", "vessel_of"]
 
 MAX_IDLE = 8
 """Idle vessels one process keeps at most (each a Python process with PyTorch loaded,
@@ -36,6 +56,13 @@ _REAP_EVERY_S = 5.0
 
 RELEASE_TIMEOUT_S = 10.0
 """How long a run's end waits for its vessels to drop their members."""
+
+RESERVE_WAIT_S = 120.0
+"""How long a member held apart from its vessel waits for its device's reservation (the
+memory other members of the device still hold: a replaced member's predecessor being
+removed, another job on the same devices) before its start fails, naming the device."""
+
+_RESERVATION_PREFIX = "ew-reserve-"
 
 _KV_PREFIX = b"ew-member:"
 _KV_NAMESPACE = "edgewise"
@@ -55,6 +82,8 @@ class _Pool:
     idle: list[_Idle] = field(default_factory=list)
     session: str = ""
     reaper: threading.Thread | None = None
+    reserved: dict[str, Any] = field(default_factory=dict)
+    """The placement groups of this process's members held apart, by member token."""
 
 
 _POOL = _Pool()
@@ -69,7 +98,7 @@ def _checked_idle() -> list[_Idle]:
     and ending those idle too long (call with the pool's lock held)."""
     session = _session()
     if _POOL.session != session:
-        _POOL.idle, _POOL.session = [], session
+        _POOL.idle, _POOL.session, _POOL.reserved = [], session, {}
     now = time.monotonic()
     for stale in [i for i in _POOL.idle if now - i.since > IDLE_S]:
         _POOL.idle.remove(stale)
@@ -173,15 +202,84 @@ def _unregister(name: str) -> None:
         internal_kv._internal_kv_del(_KV_PREFIX + name.encode(), namespace=_KV_NAMESPACE)
 
 
+def _reserve(token: str, resources: dict[str, float]) -> Any:
+    """A placement group holding ``resources`` (a member's device slot and memory), once
+    Ray has placed it; an error naming the member and its device if it cannot within
+    :data:`RESERVE_WAIT_S`."""
+    group = placement_group([dict(resources)], strategy="STRICT_PACK",
+                            name=f"{_RESERVATION_PREFIX}{token}")
+    if not group.wait(RESERVE_WAIT_S):
+        with contextlib.suppress(Exception):
+            remove_placement_group(group)
+        memory = next((r for r in resources if r.startswith("device-mem:")), "")
+        raise EdgewiseError(
+            f"{token.split('#')[0]}: no room on {_device_name(memory)} after "
+            f"{RESERVE_WAIT_S:.0f} s for {resources.get(memory, 0.0):g} MB of its memory "
+            "(other actors hold the rest, or the device has less)")
+    with _POOL.lock:
+        _checked_idle()
+        _POOL.reserved[token] = group
+    return group
+
+
+def _device_name(resource: str) -> str:
+    """The device a ``device-mem:`` resource names, without a shared instance's tag
+    (``local_instance.device_tag``)."""
+    name = resource.partition(":")[2]
+    return re.sub(r"^m[0-9]+\.", "", name)
+
+
+def _unreserve(member: HostedMember) -> None:
+    """Give back the reservation of a member held apart from its vessel."""
+    if member.reservation is None:
+        return
+    with _POOL.lock:
+        _POOL.reserved.pop(member.token, None)
+    with contextlib.suppress(Exception):
+        remove_placement_group(member.reservation)
+
+
+def reservations() -> int:
+    """Reservations this process's live members hold apart from their vessels."""
+    with _POOL.lock:
+        return len(_POOL.reserved)
+
+
+def clear_reservations() -> int:
+    """Give back every reservation this process's members still hold apart (what a
+    finished run left behind, with its members); how many."""
+    with _POOL.lock:
+        groups, _POOL.reserved = list(_POOL.reserved.values()), {}
+    if ray.is_initialized():
+        for group in groups:
+            with contextlib.suppress(Exception):
+                remove_placement_group(group)
+    return len(groups)
+
+
+def _here() -> NodeAffinitySchedulingStrategy:
+    """This driver's node (an emulating instance's head): where vessels that hold no device
+    run, so that no node an instance adds and later ends takes them with it."""
+    return NodeAffinitySchedulingStrategy(node_id=ray.get_runtime_context().get_node_id(),
+                                          soft=True)
+
+
 def spawn_member(actor_class: Any, options: dict[str, Any], *args: Any,
                  **kwargs: Any) -> Any:
     """Start a member of ``actor_class`` (a ``@ray.remote`` class) with ``options`` (from
     ``RayRuntime.actor_options``, naming the member): in a pooled vessel, reusing an idle one
     of the same device, reservation and concurrency when there is one, or as an actor of its
-    own when the pool is off."""
+    own when the pool is off. With :data:`~edgewise.runtime.vessel.RESERVE_APART` in
+    ``options`` (``RayRuntime.member_options`` on an emulating instance) the member's device
+    resources are reserved apart, and any idle vessel of this host can host it."""
+    options = dict(options)
+    apart = bool(options.pop(RESERVE_APART, False))
     if not vessels_enabled():
         return actor_class.options(**options).remote(*args, **kwargs)
-    options = dict(options)
+    reserve: dict[str, float] = {}
+    if apart:
+        reserve = dict(options.pop("resources", {}))
+        options["scheduling_strategy"] = _here()
     concurrency = int(options.pop("max_concurrency", None)
                       or actor_class._default_options.get("max_concurrency", 1))
     name = str(options.get("name") or actor_class.__ray_actor_class__.__name__)
@@ -196,15 +294,23 @@ def spawn_member(actor_class: Any, options: dict[str, Any], *args: Any,
         found = next((i for i in reversed(idle) if i.key == key), None)
         if found is not None:
             idle.remove(found)
-    if found is None:  # idle vessels of other kinds may hold the memory this one needs
-        resources = options.get("resources", {})
+    resources = reserve or options.get("resources", {})
+    if found is None or reserve:  # idle vessels on the device may hold the memory it needs
         slot = next((r for r in resources if r.startswith("device:")), "")
         memory = next((r for r in resources if r.startswith("device-mem:")), "")
         if slot:
             evict_device(slot, memory, float(resources.get(memory, 0.0)))
+    try:
+        reservation = _reserve(token, reserve) if reserve else None
+    except EdgewiseError:
+        if found is not None:
+            with _POOL.lock:
+                _POOL.idle.append(_Idle(found.vessel, found.vessel_name, found.key,
+                                        time.monotonic()))
+        raise
     if found is not None:
         member: HostedMember | None = HostedMember(found.vessel, found.vessel_name, token,
-                                                   name, key, methods)
+                                                   name, key, methods, reservation)
         try:  # a reused vessel is checked before it is handed out: it may have been killed
             ray.get(found.vessel.become.remote(token, cls, args, kwargs), timeout=120)
         except RayTaskError:  # the member's constructor failed: its calls say why
@@ -220,7 +326,7 @@ def spawn_member(actor_class: Any, options: dict[str, Any], *args: Any,
     vessel = vessel_class(groups).options(**vessel_options).remote()
     vessel.become.remote(token, cls, args, kwargs)  # failures surface on the member's calls
     _register(name, vessel_name)
-    return HostedMember(vessel, vessel_name, token, name, key, methods)
+    return HostedMember(vessel, vessel_name, token, name, key, methods, reservation)
 
 
 def release_members(handles: list[Any], *, kill: bool = False) -> None:
@@ -235,6 +341,7 @@ def release_members(handles: list[Any], *, kill: bool = False) -> None:
         for h in hosted:
             _unregister(h.name)
             _kill(h.vessel)
+            _unreserve(h)
         return
     refs = [h.vessel.release.remote(h.token) for h in hosted]
     for h, ref in zip(hosted, refs, strict=True):
@@ -243,6 +350,7 @@ def release_members(handles: list[Any], *, kill: bool = False) -> None:
             clean = bool(ray.get(ref, timeout=RELEASE_TIMEOUT_S))
         except (RayError, GetTimeoutError):
             clean = False
+        _unreserve(h)
         if not clean:
             _kill(h.vessel)
             continue

@@ -18,6 +18,12 @@ FAULT_KINDS = ("kill-worker", "stall", "cut")
 AGENT_MEMORY_MB = 64
 METRICS_TTL_S = 0.5
 _CALL_TIMEOUT_S = 30.0
+AGENT_START_S = 300.0
+"""How long the device agents may take to answer first: each is a Python process that
+imports Ray and starts on its device (a Raspberry Pi's, or one of a loaded host's), and the
+manager answers meanwhile (:class:`BackgroundDeviceServices`). 30 s was too short beside a
+loaded test suite on a slow 2-core host (2026-12-01): every later fault and metrics request
+then failed."""
 _log = logging.getLogger(__name__)
 
 
@@ -67,7 +73,7 @@ class RayDeviceServices:
             options = runtime.actor_options(device, AGENT_MEMORY_MB, name=f"agent-{device}")
             self._agents[device] = DeviceAgent.options(  # type: ignore[attr-defined]
                 **options, get_if_exists=True).remote(device, self._monitor, heartbeat_s)
-        ray.get([a.ping.remote() for a in self._agents.values()], timeout=_CALL_TIMEOUT_S)
+        ray.get([a.ping.remote() for a in self._agents.values()], timeout=AGENT_START_S)
 
     def device_metrics(self) -> dict[str, dict[str, float]]:
         """The monitor's latest metrics per device; asked at most every ``METRICS_TTL_S``
@@ -129,29 +135,43 @@ class RayDeviceServices:
 class BackgroundDeviceServices:
     """:class:`RayDeviceServices` started in a thread, so that the manager answers while its
     device agents come up (their metrics appear once they beat). Faults need the agents'
-    monitor: injecting one waits for the start."""
+    monitor: injecting one waits for the start. A start that failed is reported to the call
+    that finds it, and tried again from there (agents already up are found again by name),
+    so that a manager whose agents came up late is not left without them for good."""
 
     def __init__(self, runtime: Any, heartbeat_s: float = 1.0) -> None:
-        self._ready = threading.Event()
+        self._runtime, self._heartbeat_s = runtime, heartbeat_s
+        self._lock = threading.Lock()
         self._services: RayDeviceServices | None = None
         self._error: Exception | None = None
-        self._thread = threading.Thread(target=self._start, args=(runtime, heartbeat_s),
-                                        name="edgewise-device-agents", daemon=True)
-        self._thread.start()
+        self._ready = threading.Event()
+        self._thread = self._begin()
 
-    def _start(self, runtime: Any, heartbeat_s: float) -> None:
+    def _begin(self) -> threading.Thread:
+        self._ready = threading.Event()
+        thread = threading.Thread(target=self._start, args=(self._ready,),
+                                  name="edgewise-device-agents", daemon=True)
+        thread.start()
+        return thread
+
+    def _start(self, ready: threading.Event) -> None:
         try:
-            self._services = RayDeviceServices(runtime, heartbeat_s)
-        except Exception as exc:  # reported by every later call
+            self._services = RayDeviceServices(self._runtime, self._heartbeat_s)
+        except Exception as exc:  # reported by the next call, which starts them again
             _log.exception("the device agents did not start")
             self._error = exc
         finally:
-            self._ready.set()
+            ready.set()
 
     def _wait(self, timeout_s: float | None) -> RayDeviceServices | None:
         self._ready.wait(timeout_s)
-        if self._error is not None:
-            raise ConfigError(f"the device agents did not start: {self._error}")
+        with self._lock:
+            error, self._error = self._error, None
+            if error is not None:
+                self._thread = self._begin()
+        if error is not None:
+            raise ConfigError(f"the device agents did not start: {error}; starting them "
+                              "again")
         return self._services
 
     def device_metrics(self) -> dict[str, dict[str, float]]:

@@ -143,8 +143,7 @@ def apps_running(runtime: RayRuntime, enabled: bool = True) -> Iterator[list[dic
     must share the devices with their apps (``bench time-to-accuracy``'s DDP arm)."""
     dilation = runtime.time_dilation
     apps = [spawn_member(
-        BackgroundAppActor, runtime.actor_options(a.device, 128, f"app-{a.name}",
-                                                  evict_idle=False),
+        BackgroundAppActor, runtime.member_options(a.device, 128, f"app-{a.name}"),
         a.name, a.kind, a.period_ms * dilation, a.deadline_ms * dilation, i)
         for i, a in enumerate(runtime.cluster.background_apps if enabled else ())]
     stats: list[dict[str, Any]] = []
