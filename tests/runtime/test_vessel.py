@@ -270,3 +270,32 @@ def test_with_the_pool_off_a_member_is_an_actor_of_its_own(
     assert ray.get(handle.ready.remote()) == "nano-1"
     release_members([handle])
     assert _dies(handle)
+
+
+@pytest.mark.ray
+def test_an_interruption_names_every_member_whose_process_died(runtime: RayRuntime) -> None:
+    """An attempt stops at its first sign of a loss, which on a loaded host may be another
+    member's silence before a killed member's: every member whose process is gone is named
+    (and so struck), the living are not (a served manager's fault test struck another
+    device than the one whose worker it killed, 2026-12-01)."""
+    from types import SimpleNamespace
+
+    from edgewise.runtime.launch import with_the_dead
+
+    killed = _spawn(runtime, "nano-1", "worker-dead-0-nano-1")
+    living = _spawn(runtime, "nano-2", "worker-dead-0-nano-2")
+    ps = _spawn(runtime, "pi5", "ps-dead-0")
+    assert ray.get([killed.ready.remote(), living.ready.remote(), ps.ready.remote()])
+    FaultInjector().kill(killed.name)
+    assert _dies(killed)
+    run = SimpleNamespace(
+        workers={"nano-1": killed, "nano-2": living}, ps=ps, ps_name=ps.name,
+        names={"nano-1": killed.name, "nano-2": living.name},
+        plan=SimpleNamespace(ps_device="pi5"),
+        lost_reason=lambda device, otherwise, timeout_s=0.0: otherwise)
+    first = [("nano-2", living.name, "no heartbeat for 0.8 s")]  # silent, not dead
+
+    lost = with_the_dead(run, first)  # type: ignore[arg-type]
+
+    assert lost == [*first, ("nano-1", killed.name, "its process died")]
+    release_members([killed, living, ps])

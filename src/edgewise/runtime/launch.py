@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 import ray
-from ray.exceptions import RayError
+from ray.exceptions import RayActorError, RayError
 
 from edgewise.cluster.model import Link
 from edgewise.errors import ConfigError
@@ -20,6 +20,7 @@ from edgewise.runtime.plan import TrainConfig, TrainPlan
 from edgewise.runtime.ps import ParameterServer
 from edgewise.runtime.ray_cluster import RayRuntime
 from edgewise.runtime.staleness import Treatment
+from edgewise.runtime.vessel import HostedMember
 from edgewise.runtime.vessel_pool import release_members, spawn_member
 from edgewise.runtime.worker import Worker
 
@@ -207,6 +208,39 @@ def _lost(run: Attempt, dead: list[tuple[str, str, str, float]]) -> list[tuple[s
             if name in members or (kind == "agent" and device in devices)]
 
 
+DEAD_PROBE_S = 5.0
+"""How long an interruption asks the attempt's other members whether their processes live."""
+
+
+def _alive_ref(handle: Any) -> Any:
+    """A call that fails at once if ``handle``'s process (a hosted member's vessel) died."""
+    actor = handle.vessel if isinstance(handle, HostedMember) else handle
+    return actor.__ray_ready__.remote()
+
+
+def with_the_dead(run: Attempt, lost: list[tuple[str, str, str]]) -> list[tuple[str, str, str]]:
+    """``lost`` and every other member of the attempt whose process is gone: an attempt is
+    interrupted at its first sign of a loss (a member silent past its heartbeats, a failed
+    call), and on a loaded host that may be another member's silence before a killed
+    member's; each member that died is its device's fault all the same, and struck."""
+    seen = {name for _, name, _ in lost}
+    others = [(d, run.names.get(d, d), h) for d, h in run.workers.items()]
+    others.append((run.plan.ps_device, run.ps_name, run.ps))
+    refs = {_alive_ref(h): (d, name) for d, name, h in others if name not in seen}
+    if not refs:
+        return lost
+    answered, _ = ray.wait(list(refs), num_returns=len(refs), timeout=DEAD_PROBE_S)
+    dead = []
+    for ref in answered:
+        try:
+            ray.get(ref)
+        except RayActorError:
+            device, name = refs[ref]
+            dead.append((device, name, run.lost_reason(device, "its process died",
+                                                       SILENT_PROBE_S)))
+    return [*lost, *dead]
+
+
 PS_PROBE_S = 30.0
 """How long a worker's failure waits for the parameter server to answer before the server,
 not the worker, is taken for lost (a loaded host answers in well under a second)."""
@@ -220,7 +254,8 @@ def ps_get(run: Attempt, ref: Any, timeout_s: float | None = None) -> Any:
     except RayError as exc:
         reason = run.lost_reason(run.plan.ps_device,
                                  "parameter server lost: " + type(exc).__name__)
-        raise Interrupted([(run.plan.ps_device, run.ps_name, reason)], time.time()) from None
+        lost = with_the_dead(run, [(run.plan.ps_device, run.ps_name, reason)])
+        raise Interrupted(lost, time.time()) from None
 
 
 def await_all(run: Attempt, futures: dict[str, Any], heartbeat_s: float,
@@ -246,10 +281,11 @@ def await_all(run: Attempt, futures: dict[str, Any], heartbeat_s: float,
                 # a worker fails too when the server it pushes to is gone: blame the server
                 ps_get(run, run.ps.progress.remote(), timeout_s=PS_PROBE_S)
                 reason = run.lost_reason(device, reason)
-                raise Interrupted([(device, member, reason)], time.time()) from None
+                raise Interrupted(with_the_dead(run, [(device, member, reason)]),
+                                  time.time()) from None
         lost = _lost(run, ray.get(run.monitor.dead.remote()))
         if lost:
-            raise Interrupted(lost, time.time())
+            raise Interrupted(with_the_dead(run, lost), time.time())
         if not done:
             events("progress", {"samples": ps_get(run, run.ps.progress.remote())[1]})
         else:
