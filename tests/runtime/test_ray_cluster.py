@@ -27,7 +27,7 @@ def test_ray_start_line_for_a_jetson_nano() -> None:
     line = ray_start_line(NANO)
 
     assert line == (
-        "ray start --address=HEAD_IP:6379 --num-cpus=4 "
+        "ray start --address=HEAD_IP:6379 --num-cpus=4 --labels=edgewise.io/device=nano-0 "
         """--resources='{"device:nano-0": 1000, "device-mem:nano-0": 4096}'"""
     )
 
@@ -38,7 +38,8 @@ def test_ray_start_line_is_a_valid_shell_command_with_json_resources() -> None:
     argv = shlex.split(line)
     resources = json.loads(argv[-1].removeprefix("--resources="))
 
-    assert argv[:4] == ["ray", "start", "--address=10.0.0.1:6379", "--num-cpus=4"]
+    assert argv[:5] == ["ray", "start", "--address=10.0.0.1:6379", "--num-cpus=4",
+                        "--labels=edgewise.io/device=nano-0"]
     assert resources == {"device:nano-0": DEVICE_SLOTS, "device-mem:nano-0": 4096}
 
 

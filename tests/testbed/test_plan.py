@@ -131,3 +131,18 @@ def test_the_record_round_trips_and_the_token_is_private(tmp_path: Path) -> None
     assert read_record("rec", tmp_path).cluster == cluster  # type: ignore[union-attr]
     assert os.stat(token).st_mode & 0o777 == 0o600 and len(token.read_text()) == 64
     assert read_record("other", tmp_path) is None
+
+
+def test_every_node_is_labelled_with_its_device_and_the_testbed() -> None:
+    """The device label is what places Ray Train's DDP ranks on named devices."""
+    from edgewise.runtime.ray_cluster import LABEL_DEVICE
+    from edgewise.testbed.nodes import LABEL_TESTBED, node_argv
+
+    cluster = _cluster(["jetson-nano", "jetson-tx2", "raspberry-pi-4-4gb"], [50, 50], 2)
+    plan = plan_testbed(cluster, "labels", HostFacts(2, 16_000, 1.0, 1.5))
+    for node in plan.nodes:
+        argv = node_argv(plan, node, "ray", "transport")
+        flag = next(a for a in argv if a.startswith("--labels="))
+        labels = dict(kv.split("=", 1) for kv in flag.removeprefix("--labels=").split(","))
+        assert labels[LABEL_DEVICE] == node.device
+        assert labels[LABEL_TESTBED] == "labels"

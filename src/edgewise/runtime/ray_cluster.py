@@ -43,6 +43,7 @@ from edgewise.runtime.local_instance import (
 __all__ = [
     "ADDRESS_ENV",
     "DEVICE_SLOTS",
+    "LABEL_DEVICE",
     "LABEL_DILATION",
     "LABEL_LATENCY",
     "NAMESPACE",
@@ -65,6 +66,10 @@ DEVICE_SLOTS = 1000  # fractional actor slots per device: an actor takes one
 ADDRESS_ENV = "EDGEWISE_RAY_ADDRESS"
 LABEL_DILATION = "edgewise.io/time-dilation"  # set by a testbed's nodes (edgewise.testbed)
 LABEL_LATENCY = "edgewise.io/latency"  # "transport": the network does not delay packets
+# The device a node is, as a node label: what places work that Ray gives uniform resources,
+# such as Ray Train's workers (``label_selector``), on named devices. Set by every
+# ``ray start`` line edgewise prints and by a testbed's nodes.
+LABEL_DEVICE = "edgewise.io/device"
 Links = Literal["emulated", "latency", "network"]
 
 
@@ -85,7 +90,8 @@ def device_resources(name: str, memory_mb: int, tag: str = "") -> dict[str, int]
 
 
 def _resources_flag(device: Device) -> str:
-    return f"--resources='{json.dumps(device_resources(device.name, device.memory_mb))}'"
+    return (f"--labels={LABEL_DEVICE}={device.name} "
+            f"--resources='{json.dumps(device_resources(device.name, device.memory_mb))}'")
 
 
 def ray_start_line(device: Device, head: str = "HEAD_IP:6379") -> str:

@@ -3,14 +3,18 @@
 Protocol (``repeats`` runs, seeds ``s``, ``s+1``, ...; one generated data set): the shipped
 MobileNetV2 ×0.35 spec on generated shapes (``per_class`` images per class, 80 % for training),
 ``epochs`` epochs, Adam at 0.003 with the cosine schedule, target ``target`` validation
-accuracy, on the emulated Deep-Edge testbed (time dilation 1) with its SIFT apps running beside
-every arm (each arm's misses reported):
+accuracy, on the Deep-Edge testbed example with its SIFT apps running beside every arm (each
+arm's misses reported). ``--where``: ``testbed`` brings that cluster up as a kernel-enforced
+testbed (namespaces, shaped links, cgroup quotas; its time dilation in the JSON),
+``emulated`` emulates it on this host (time dilation 1), ``auto`` (the default) takes the
+testbed where the host can run one (root, ip, tc, cgroups) and emulates elsewhere:
 
 - ``deep-edge/async``, ``deep-edge/sync``, ``fair/async``, ``fair/sync``: the policy plans,
   the engine trains the plan with that loop (``async``: its staleness treatment); the plan's
   fastest worker evaluates each epoch;
-- ``ray-train-ddp``: Ray Train's TorchTrainer, DDP over gloo, one rank per worker device,
-  equal shards, batch 32 per rank; rank 0 evaluates, at its device's speed;
+- ``ray-train-ddp``: Ray Train's TorchTrainer, DDP over gloo, one rank per worker device
+  (placed by the devices' node labels on a testbed), equal shards, batch 32 per rank; the
+  rank on the fastest device evaluates, at its device's speed;
 - ``single-device``: a plain PyTorch loop on the fastest worker device alone, batch 32.
 
 Every arm's evaluation is part of its epochs' time, at the speed of the device it runs on.
@@ -22,14 +26,18 @@ different weights; the cause is not found, and ordering the pushes of a step did
 it), and ``fair/sync`` took 21.2 and 47.0 device seconds to 0.90 in two runs of seed 0. So
 every figure is the median over runs of several seeds (MLPerf Training likewise times several
 runs and averages them without the fastest and slowest). ``ps_scaling_efficiency_3_workers`` is
-the runtime bench's (three emulated Nanos, digits) and ``ps_scaling_link_bound`` the efficiency
-the server's link allows for the bytes each sample moves in that run.
+the runtime bench's (three Nanos of ``three-nanos.yaml``, digits; on a testbed of its own where
+the race ran on one) and ``ps_scaling_link_bound`` the efficiency the server's link allows for
+the bytes each sample moves in that run.
 """
 
 from __future__ import annotations
 
 import math
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -37,9 +45,16 @@ import numpy as np
 
 from edgewise.bench import BenchContext, BenchOption, BenchSpec, Figures
 from edgewise.cluster.examples import example_path
+from edgewise.errors import ConfigError
+from edgewise.runtime.ray_cluster import RayRuntime
 from edgewise.suites.tta_arms import ArmResult, TTASetup, edgewise_arm, shapes_setup
+from edgewise.testbed.plan import DEFAULT_SUBNET
 
-__all__ = ["ARMS", "SPEC", "figures_of", "plots", "real"]
+__all__ = ["ARMS", "SPEC", "WHERE", "figures_of", "plots", "real", "where_to_run"]
+
+WHERE = ("auto", "testbed", "emulated")
+RACE_CLUSTER = "deep-edge-testbed.yaml"
+SCALING_CLUSTER = "three-nanos.yaml"
 
 ARMS = ("deep-edge/async", "deep-edge/sync", "fair/async", "fair/sync", "ray-train-ddp",
         "single-device")
@@ -107,23 +122,77 @@ def figures_of(runs: list[dict[str, ArmResult]], target: float) -> Figures:
     }
 
 
-def _scaling(seed: int, epochs: int) -> Figures:
-    """The runtime bench's scaling efficiency and the bound the server's link sets."""
-    from edgewise.cluster.model import Role
-    from edgewise.cluster.schema import load_cluster
-    from edgewise.runtime.bench import runtime_figures
-    from edgewise.runtime.ray_cluster import start_local
+def where_to_run(where: str, missing: list[str]) -> str:
+    """``testbed`` or ``emulated`` for the ``--where`` asked, given what the host lacks for a
+    testbed (``testbed.host.missing()``): ``auto`` takes the testbed where nothing lacks;
+    ``testbed`` where something lacks is refused in one line naming it."""
+    if where not in WHERE:
+        raise ConfigError(f"must be one of {', '.join(WHERE)}, got {where!r}", field="--where")
+    if where == "testbed" and missing:
+        from edgewise.testbed.host import TestbedUnavailable
 
-    cluster = load_cluster(example_path("three-nanos.yaml"))
-    runtime = start_local(cluster)
-    try:
-        found = runtime_figures(runtime, epochs=epochs, solo_epochs=max(2, epochs // 2),
-                                seed=seed)
-    finally:
-        runtime.shutdown()
+        raise TestbedUnavailable("this host cannot run a testbed: it lacks "
+                                 + "; ".join(missing))
+    if where == "auto":
+        return "emulated" if missing else "testbed"
+    return where
+
+
+@dataclass
+class _Clusters:
+    """Brings up the bench's clusters one at a time where the race runs (a testbed each,
+    or emulated on this host) and counts what each testbed's down left behind."""
+
+    ctx: BenchContext
+    where: str
+    subnet: str
+    dilation: dict[str, float] = field(default_factory=dict)
+    left: dict[str, int] = field(default_factory=dict)
+
+    @contextmanager
+    def up(self, example: str, share: float) -> Iterator[tuple[RayRuntime, str | None]]:
+        """The runtime of ``example`` and the interface gloo binds on it (None: default);
+        ``share`` is the bench's progress when it starts."""
+        key = example.removesuffix(".yaml")
+        if self.where == "emulated":
+            yield from self._emulated(example, key)
+            return
+        from edgewise.testbed.lifecycle import require_cgroups
+        from edgewise.testbed.net import DEV
+        from edgewise.testbed.session import testbed
+        from edgewise.testbed.teardown import leftovers
+
+        name = f"ewtta-{key}"[:20]
+        self.ctx.progress(f"bringing up the testbed {example}", share)
+        with testbed(example_path(example), name, subnet=self.subnet, fresh=True) as tb:
+            self.ctx.timings[f"{key}_up_seconds"] = tb.record.up_seconds
+            self.dilation[key] = round(tb.runtime.time_dilation, 4)
+            yield tb.runtime, DEV
+        self.left[key] = sum(leftovers(name, require_cgroups()).values())
+
+    def _emulated(self, example: str, key: str) -> Iterator[tuple[RayRuntime, str | None]]:
+        from edgewise.cluster.schema import load_cluster
+        from edgewise.runtime.ray_cluster import start_local
+
+        runtime = start_local(load_cluster(example_path(example)))
+        self.dilation[key] = runtime.time_dilation
+        try:
+            yield runtime, None
+        finally:
+            runtime.shutdown()
+
+
+def _scaling(runtime: RayRuntime, seed: int, epochs: int) -> Figures:
+    """The runtime bench's scaling efficiency and the bound the server's link sets, both in
+    the runtime's own (wall) time: a testbed shapes each link at its rate ÷ the dilation."""
+    from edgewise.cluster.model import Role
+    from edgewise.runtime.bench import runtime_figures
+
+    cluster = runtime.cluster
+    found = runtime_figures(runtime, epochs=epochs, solo_epochs=max(2, epochs // 2), seed=seed)
     server = cluster.with_role(Role.PARAMETER_SERVER)[0].name
     worker = cluster.with_role(Role.WORKER)[0].name
-    link_bytes_s = cluster.link(worker, server).bandwidth_mbps * 1e6 / 8
+    link_bytes_s = cluster.link(worker, server).bandwidth_mbps * 1e6 / 8 / runtime.time_dilation
     samples = 1437 * epochs
     bytes_per_sample = found["transport_wire_bytes"] / samples
     link_sps = link_bytes_s / max(bytes_per_sample, 1e-9)
@@ -133,37 +202,29 @@ def _scaling(seed: int, epochs: int) -> Figures:
             "ps_scaling_wire_bytes_per_sample": round(bytes_per_sample, 1)}
 
 
-def _arms(setups: list[TTASetup], ctx: BenchContext,
-          only: set[str]) -> list[dict[str, ArmResult]]:
-    """Every arm in ``only`` once per setup (one seed each), on one emulated testbed."""
+def _arms(setups: list[TTASetup], ctx: BenchContext, runtime: RayRuntime,
+          gloo_ifname: str | None, only: set[str]) -> list[dict[str, ArmResult]]:
+    """Every arm in ``only`` once per setup (one seed each), on ``runtime``'s cluster."""
     from edgewise.cluster.model import Role
-    from edgewise.cluster.schema import load_cluster
-    from edgewise.runtime.ray_cluster import start_local
-    from edgewise.suites.tta_ddp import ray_train_ddp_arm, single_device_arm
+    from edgewise.suites.tta_ddp import fastest_device, ray_train_ddp_arm, single_device_arm
 
-    cluster = load_cluster(example_path("deep-edge-testbed.yaml"))
-    runtime = start_local(cluster)
+    workers = [d.name for d in runtime.cluster.with_role(Role.WORKER)]
     names = [a for a in ARMS if a in only]
     runs: list[dict[str, ArmResult]] = []
-    try:
-        for r, setup in enumerate(setups):
-            results: dict[str, ArmResult] = {}
-            for i, arm in enumerate(names):
-                label = arm if len(setups) == 1 else f"{arm}, seed {setup.seed}"
-                ctx.progress(label, (r * len(names) + i) / (len(setups) * len(names)))
-                if arm == "ray-train-ddp":
-                    workers = [d.name for d in cluster.with_role(Role.WORKER)]
-                    results[arm] = ray_train_ddp_arm(runtime, setup, workers)
-                elif arm == "single-device":
-                    fastest = min(cluster.with_role(Role.WORKER),
-                                  key=lambda d: runtime.stretch[d.name])
-                    results[arm] = single_device_arm(runtime, setup, fastest.name)
-                else:
-                    policy, mode = arm.split("/")
-                    results[arm] = edgewise_arm(runtime, setup, policy, mode)
-            runs.append(results)
-    finally:
-        runtime.shutdown()
+    for r, setup in enumerate(setups):
+        results: dict[str, ArmResult] = {}
+        for i, arm in enumerate(names):
+            label = arm if len(setups) == 1 else f"{arm}, seed {setup.seed}"
+            ctx.progress(label, (r * len(names) + i) / (len(setups) * len(names)))
+            if arm == "ray-train-ddp":
+                results[arm] = ray_train_ddp_arm(runtime, setup, workers, gloo_ifname)
+            elif arm == "single-device":
+                results[arm] = single_device_arm(runtime, setup,
+                                                 fastest_device(runtime, workers))
+            else:
+                policy, mode = arm.split("/")
+                results[arm] = edgewise_arm(runtime, setup, policy, mode)
+        runs.append(results)
     return runs
 
 
@@ -175,24 +236,35 @@ def real(ctx: BenchContext) -> Figures:
     arms = str(ctx.option("arms") or ",".join(ARMS)).split(",")
     unknown = sorted(set(arms) - set(ARMS))
     if unknown:
-        from edgewise.errors import ConfigError
-
         raise ConfigError(f"unknown arms {', '.join(unknown)}; use {', '.join(ARMS)}",
                           field="--arms")
+    from edgewise.testbed.host import missing
+
+    where = where_to_run(str(ctx.option("where")), missing())
+    clusters = _Clusters(ctx, where, str(ctx.option("subnet")))
     repeats = 1 if ctx.quick else int(ctx.option("repeats"))
     with tempfile.TemporaryDirectory(prefix="edgewise-tta-") as tmp:
         spec = shapes_setup(Path(tmp), per_class, ctx.seed)  # one data set, seeds per run
         setups = [TTASetup(spec, epochs, ctx.seed + r, target) for r in range(repeats)]
-        with ctx.timings.timed("arms_seconds"):
-            runs = _arms(setups, ctx, set(arms))
+        with ctx.timings.timed("arms_seconds"), clusters.up(RACE_CLUSTER, 0.0) as (runtime, ifname):
+            runs = _arms(setups, ctx, runtime, ifname, set(arms))
     figures: dict[str, Any] = figures_of(runs, target)
+    figures["ddp_rank_devices"] = [(r["ray-train-ddp"].extra or {}).get("rank_devices")
+                                   for r in runs if "ray-train-ddp" in r]
     if not ctx.option("skip_scaling"):
         ctx.progress("parameter-server scaling (runtime bench)", 0.95)
-        with ctx.timings.timed("scaling_seconds"):
-            figures |= _scaling(ctx.seed, 2 if ctx.quick else 8)
+        with ctx.timings.timed("scaling_seconds"), clusters.up(SCALING_CLUSTER, 0.95) as (rt, _):
+            figures |= _scaling(rt, ctx.seed, 2 if ctx.quick else 8)
     for key in ("tta_device_seconds", "tta_device_seconds_runs"):
         ctx.timings[key] = figures.pop(key)
-    return {**figures, "cluster": "deep-edge-testbed (emulated)", "time_dilation": 1.0,
+    race = RACE_CLUSTER.removesuffix(".yaml")
+    extra = {} if where == "emulated" else {"down_leftovers": sum(clusters.left.values()),
+                                            "down_leftovers_by_testbed": clusters.left}
+    kind = "kernel-enforced testbed" if where == "testbed" else "emulated"
+    return {**figures, **extra, "where": where, "cluster": f"{race} ({kind})",
+            "time_dilation": clusters.dilation[race],
+            "scaling_time_dilation": clusters.dilation.get(
+                SCALING_CLUSTER.removesuffix(".yaml")),
             "epochs": epochs, "per_class": per_class, "target": target, "arms": arms,
             "seeds": [s.seed for s in setups]}
 
@@ -239,9 +311,15 @@ SPEC = BenchSpec(
              BenchOption("arms", None, "comma-separated arms to run (default: all six)",
                          kind="str"),
              BenchOption("skip_scaling", False, "leave out the parameter-server scaling "
-                         "runs", kind="bool")),
-    labels={"tta_device_seconds": "emulated devices on one host (time dilation 1)",
-            "ps_scaling_efficiency_3_workers": "ratio of two wall-clock throughputs in the "
-                                               "same run (three emulated Nanos, digits)"},
+                         "runs", kind="bool"),
+             BenchOption("where", "auto", "testbed (the kernel-enforced testbed; root), "
+                         "emulated (this host), or auto: the testbed where the host can run "
+                         "one", kind="str"),
+             BenchOption("subnet", DEFAULT_SUBNET, "private IPv4 subnet of the testbeds",
+                         kind="str")),
+    labels={"tta_device_seconds": "device seconds: wall seconds ÷ the time dilation, on the "
+                                  "kernel-enforced testbed or emulated (the JSON's `where`)",
+            "ps_scaling_efficiency_3_workers": "ratio of two throughputs in the same run "
+                                               "(three Nanos, digits; where the race ran)"},
 )
 """``edgewise bench time-to-accuracy``."""

@@ -4,23 +4,28 @@ fastest device alone. Same workload, seed, Adam, learning rate, schedule and epo
 edgewise arms, and the same devices: the cluster's SIFT apps run beside these arms too
 (``update.run.apps_running``), so every arm shares its devices alike. On an emulated
 cluster each DDP rank's compute is stretched to its device's speed exactly as the engine's
-workers are (``runtime.emulation.emulated_compute``)."""
+workers are (``runtime.emulation.emulated_compute``). On devices (a testbed, a real cluster)
+each rank is placed on its worker device by the device's node label
+(``ray_cluster.LABEL_DEVICE``, Ray Train's per-worker ``label_selector``), its gloo traffic
+crosses the devices' links and nothing is stretched."""
 
 from __future__ import annotations
 
 import json
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from edgewise.runtime.ray_cluster import RayRuntime
+from edgewise.runtime.ray_cluster import LABEL_DEVICE, RayRuntime
 from edgewise.suites.tta_arms import ArmResult, TTASetup, app_misses, curve_of
 from edgewise.update.run import apps_running
 
-__all__ = ["BATCH_PER_WORKER", "ray_train_ddp_arm", "single_device_arm"]
+__all__ = ["BATCH_PER_WORKER", "DDPPlacement", "ddp_placement", "fastest_device",
+           "ray_train_ddp_arm", "single_device_arm"]
 
 BATCH_PER_WORKER = 32  # the equal plan's batch (edgewise's default), per DDP rank
 
@@ -53,9 +58,59 @@ def _accuracy(model: Any, task: Any, x: Any, y: Any) -> float:
     return hits / max(len(y), 1)
 
 
-def _loop(config: dict[str, Any], rank: int, world: int, wrap: Any) -> list[tuple[float, float]]:
+@dataclass(frozen=True, slots=True)
+class DDPPlacement:
+    """Where the DDP ranks run: ``devices`` (rank ``i`` on ``devices[i]`` when not
+    ``by_label``), each rank's compute ``stretch``, the ``evaluator`` device whose rank
+    validates each epoch, and, on devices, one node-label selector per rank."""
+
+    devices: tuple[str, ...]
+    stretch: dict[str, float]
+    evaluator: str
+    label_selector: list[dict[str, str]] | None
+
+    @property
+    def by_label(self) -> bool:
+        return self.label_selector is not None
+
+
+def fastest_device(runtime: RayRuntime, devices: list[str]) -> str:
+    """The fastest of ``devices`` by the cluster's nominal speed (the first on a tie), as the
+    engine picks its evaluator (``runtime.launch.evaluator_device``): stretch factors are 1
+    on a testbed and would not tell the devices apart."""
+    return max(devices, key=lambda d: runtime.cluster.device(d).speed)
+
+
+def ddp_placement(runtime: RayRuntime, workers: list[str]) -> DDPPlacement:
+    """One rank per worker device. On an emulating instance every device is this host: rank
+    ``i`` is ``workers[i]`` by its stretch. On devices each rank's bundle asks for its
+    device's node label, so the ranks land one per device, and a rank learns its device
+    from its node's label (Ray Train numbers the ranks itself)."""
+    selector = None if runtime.emulated else [{LABEL_DEVICE: w} for w in workers]
+    return DDPPlacement(tuple(workers), {w: runtime.stretch[w] for w in workers},
+                        fastest_device(runtime, workers), selector)
+
+
+def _rank_device(config: dict[str, Any], rank: int) -> str:
+    """The device rank ``rank`` runs on (its node's label where the ranks were placed by
+    label)."""
+    if not config["by_label"]:
+        return str(config["devices"][rank])
+    import ray
+
+    label = ray.get_runtime_context().get_node_labels().get(LABEL_DEVICE)
+    found = label[0] if isinstance(label, list) else label
+    if found not in config["stretch"]:
+        raise RuntimeError(f"DDP rank {rank} runs on a node labelled {LABEL_DEVICE}={found!r}, "
+                           f"not one of the worker devices {sorted(config['stretch'])}")
+    return str(found)
+
+
+def _loop(config: dict[str, Any], rank: int, world: int, wrap: Any,
+          device: str | None = None) -> list[tuple[float, float]]:
     """The training loop every rank runs: its equal shard, batches of BATCH_PER_WORKER; the
-    (accuracy, epoch seconds) of each epoch (accuracy measured on rank 0)."""
+    (accuracy, epoch seconds) of each epoch (accuracy measured by the rank on the evaluator
+    device, NaN on the others). ``device`` is the rank's (default: ``_rank_device``)."""
     import torch
 
     from edgewise.nn.workload import build_model, loss
@@ -63,6 +118,8 @@ def _loop(config: dict[str, Any], rank: int, world: int, wrap: Any) -> list[tupl
     from edgewise.runtime.ps import epoch_lr
 
     torch.set_num_threads(1)
+    device = device or _rank_device(config, rank)
+    stretch = float(config["stretch"][device])
     workload, x, y, vx, vy = _setting(config)
     rng = np.random.default_rng(config["seed"])
     shards = np.array_split(rng.permutation(len(y)), world)
@@ -78,17 +135,18 @@ def _loop(config: dict[str, Any], rank: int, world: int, wrap: Any) -> list[tupl
         order = np.random.default_rng([config["seed"], epoch, rank]).permutation(shard)
         for i in range(0, len(order), BATCH_PER_WORKER):
             index = order[i : i + BATCH_PER_WORKER]
-            with emulated_compute(config["stretch"][rank]):
+            with emulated_compute(stretch):
                 opt.zero_grad()
                 loss(workload.task, model(x[index]), y[index]).backward()  # type: ignore[no-untyped-call]
                 opt.step()
-        # rank 0 evaluates its replica outside DDP (DDP's forward would broadcast buffers,
-        # a collective the other ranks do not join), at its device's speed as the engine's
-        # evaluating worker does: the epoch's time counts it on both sides
+        # the rank on the evaluator device evaluates its replica outside DDP (DDP's forward
+        # would broadcast buffers, a collective the other ranks do not join), at its
+        # device's speed as the engine's evaluating worker does: the epoch's time counts it
+        # on both sides
         plain = getattr(model, "module", model)
         acc = float("nan")
-        if rank == 0:
-            with emulated_compute(config["stretch"][rank]):
+        if device == config["evaluator"]:
+            with emulated_compute(stretch):
                 acc = _accuracy(plain, workload.task, vx, vy)
         curve.append((acc, time.perf_counter() - started))
     return curve
@@ -101,42 +159,63 @@ def _ddp_worker(config: dict[str, Any]) -> None:
 
     ctx = ray.train.get_context()
     rank = ctx.get_world_rank()
-    curve = _loop(config, rank, ctx.get_world_size(), ray.train.torch.prepare_model)
-    metrics = {"accuracies": [a for a, _ in curve], "seconds": [s for _, s in curve]}
-    if rank == 0:  # Ray Train 2.x keeps no metrics reported without a checkpoint: a file
-        Path(config["out"]).write_text(json.dumps(metrics))  # on the driver's host
+    device = _rank_device(config, rank)
+    curve = _loop(config, rank, ctx.get_world_size(), ray.train.torch.prepare_model, device)
+    metrics = {"accuracies": [a for a, _ in curve], "seconds": [s for _, s in curve],
+               "device": device}
+    # Ray Train 2.x keeps no metrics reported without a checkpoint: a file on the driver's
+    # host (a testbed's devices share it) from the evaluating rank, and each rank's device
+    Path(config["out"]).with_suffix(f".rank{rank}").write_text(device)
+    if device == config["evaluator"]:
+        Path(config["out"]).write_text(json.dumps(metrics))
     ray.train.report(metrics)
 
 
-def _config(setup: TTASetup, stretch: list[float]) -> dict[str, Any]:
+def _config(setup: TTASetup, placement: DDPPlacement) -> dict[str, Any]:
     from edgewise.nn.workload import load_workload, workload_to_dict
 
     return {"workload": workload_to_dict(load_workload(setup.spec)), "seed": setup.seed,
             "lr": setup.learning_rate, "schedule": setup.lr_schedule, "epochs": setup.epochs,
-            "stretch": stretch}
+            "devices": list(placement.devices), "stretch": dict(placement.stretch),
+            "evaluator": placement.evaluator, "by_label": placement.by_label}
 
 
-def ray_train_ddp_arm(runtime: RayRuntime, setup: TTASetup, workers: list[str]) -> ArmResult:
-    """Ray Train's TorchTrainer: one DDP rank per worker device (gloo, CPU), equal shards."""
+def ray_train_ddp_arm(runtime: RayRuntime, setup: TTASetup, workers: list[str],
+                      gloo_ifname: str | None = None) -> ArmResult:
+    """Ray Train's TorchTrainer: one DDP rank per worker device (gloo, CPU), equal shards.
+    ``gloo_ifname`` is the network interface gloo binds on every rank (a testbed's
+    ``eth0``: inside a device's namespace the host's name resolves to no address of its
+    own, and gloo would fall back to loopback, which the other devices cannot reach)."""
     from ray.train import RunConfig, ScalingConfig
     from ray.train.torch import TorchConfig, TorchTrainer
 
-    config = _config(setup, [runtime.stretch[w] for w in workers])
+    placement = ddp_placement(runtime, workers)
+    config = _config(setup, placement)
+    # Ray Train V2's (the default since Ray 2.5x) per-worker label selectors and workers'
+    # environment, passed only where needed: an emulating instance places nothing by label
+    placed: dict[str, Any] = {} if placement.label_selector is None else {
+        "label_selector": placement.label_selector}
+    env: dict[str, Any] = {} if gloo_ifname is None else {
+        "worker_runtime_env": {"env_vars": {"GLOO_SOCKET_IFNAME": gloo_ifname}}}
     with tempfile.TemporaryDirectory(prefix="edgewise-ddp-") as tmp:
         config["out"] = str(Path(tmp) / "curve.json")
         trainer = TorchTrainer(
             _ddp_worker, train_loop_config=config,
             torch_config=TorchConfig(backend="gloo"),
             scaling_config=ScalingConfig(num_workers=len(workers), use_gpu=False,
-                                         resources_per_worker={"CPU": 0.01}),
-            run_config=RunConfig(storage_path=tmp, name="tta-ddp"))
+                                         resources_per_worker={"CPU": 0.01}, **placed),
+            run_config=RunConfig(storage_path=tmp, name="tta-ddp", **env))
         with apps_running(runtime) as apps:
             trainer.fit()
         metrics = json.loads(Path(config["out"]).read_text())
+        ranks = {int(p.suffix.removeprefix(".rank")): p.read_text()
+                 for p in Path(tmp).glob("curve.rank*")}
     seconds = [s / runtime.time_dilation for s in metrics.get("seconds", [])]
     accs, times = curve_of(list(metrics.get("accuracies", [])), seconds)
     return ArmResult("ray-train-ddp", accs, times, deadline_misses=app_misses(apps),
-                     extra={"workers": workers, "batch_per_worker": BATCH_PER_WORKER})
+                     extra={"workers": workers, "batch_per_worker": BATCH_PER_WORKER,
+                            "rank_devices": [ranks[r] for r in sorted(ranks)],
+                            "evaluator": placement.evaluator})
 
 
 def single_device_arm(runtime: RayRuntime, setup: TTASetup, device: str) -> ArmResult:
@@ -144,11 +223,12 @@ def single_device_arm(runtime: RayRuntime, setup: TTASetup, device: str) -> ArmR
     it, its compute stretched to the device's speed."""
     import ray
 
-    config = _config(setup, [runtime.stretch[device]])
+    config = _config(setup, DDPPlacement((device,), {device: runtime.stretch[device]},
+                                         device, None))
 
     @ray.remote(num_cpus=0)
     def run() -> list[tuple[float, float]]:
-        return _loop(config, 0, 1, lambda model: model)
+        return _loop(config, 0, 1, lambda model: model, device)
 
     options = runtime.actor_options(device, 512)
     with apps_running(runtime) as apps:

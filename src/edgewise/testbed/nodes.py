@@ -12,7 +12,12 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from edgewise.runtime.local_instance import REPORTER_INTERVAL_MS, without_loopback
-from edgewise.runtime.ray_cluster import LABEL_DILATION, LABEL_LATENCY, device_resources
+from edgewise.runtime.ray_cluster import (
+    LABEL_DEVICE,
+    LABEL_DILATION,
+    LABEL_LATENCY,
+    device_resources,
+)
 from edgewise.testbed.cgroups import Cgroups
 from edgewise.testbed.host import TestbedError
 from edgewise.testbed.net import NETNS_DIR
@@ -48,10 +53,11 @@ def node_env(token_path: Path | str) -> dict[str, str]:
 
 def node_argv(plan: TestbedPlan, node: NodePlan, ray: str, latency_in: str) -> list[str]:
     """``ray start`` for ``node``: its device's resources and cores (as on a real device),
-    an object store and memory that fit the device, and labels naming the testbed."""
+    an object store and memory that fit the device, and labels naming the testbed
+    and the device."""
     object_store = node.object_store_mb * 2**20
     labels = (f"{LABEL_TESTBED}={plan.name},{LABEL_DILATION}={plan.time_dilation:.6f},"
-              f"{LABEL_LATENCY}={latency_in}")
+              f"{LABEL_LATENCY}={latency_in},{LABEL_DEVICE}={node.device}")
     argv = [ray, "start", f"--node-ip-address={node.address}", f"--num-cpus={node.num_cpus}",
             "--num-gpus=0", f"--resources={json.dumps(device_resources_of(node))}",
             f"--object-store-memory={object_store}",

@@ -1,0 +1,78 @@
+"""Where the time-to-accuracy race runs (``--where``) and where its DDP ranks go: one rank
+per worker device, by the device's node label on devices, by stretch on one emulating host;
+the fastest device's rank evaluates (pure: no Ray started)."""
+
+from __future__ import annotations
+
+import pytest
+
+from edgewise.cluster.examples import example_path
+from edgewise.cluster.model import Role
+from edgewise.cluster.schema import load_cluster
+from edgewise.errors import ConfigError
+from edgewise.runtime.ray_cluster import LABEL_DEVICE, RayRuntime
+from edgewise.suites.time_to_accuracy import where_to_run
+from edgewise.suites.tta_ddp import ddp_placement, fastest_device
+from edgewise.testbed.host import TestbedUnavailable as Unavailable
+
+
+def _runtime(emulated: bool) -> RayRuntime:
+    cluster = load_cluster(example_path("deep-edge-testbed.yaml"))
+    # emulated: each device's stretch is host speed ÷ its speed; on devices it is 1
+    stretch = {d.name: (6.0 / d.speed if emulated else 1.0) for d in cluster.devices}
+    return RayRuntime(cluster, stretch, emulated=emulated)
+
+
+def _workers(runtime: RayRuntime) -> list[str]:
+    return [d.name for d in runtime.cluster.with_role(Role.WORKER)]
+
+
+@pytest.mark.parametrize(("where", "missing", "chosen"), [
+    ("auto", [], "testbed"), ("auto", ["root"], "emulated"), ("testbed", [], "testbed"),
+    ("emulated", [], "emulated"), ("emulated", ["tc"], "emulated")])
+def test_where_takes_the_testbed_only_where_the_host_can_run_one(
+        where: str, missing: list[str], chosen: str) -> None:
+    assert where_to_run(where, missing) == chosen
+
+
+def test_a_testbed_asked_for_where_none_can_run_names_what_lacks() -> None:
+    with pytest.raises(Unavailable, match="lacks root; tc"):
+        where_to_run("testbed", ["root", "tc"])
+
+
+def test_an_unknown_where_is_a_config_error_naming_the_flag() -> None:
+    with pytest.raises(ConfigError, match="auto, testbed, emulated") as err:
+        where_to_run("cloud", [])
+    assert err.value.field == "--where"
+
+
+def test_on_devices_each_rank_asks_for_its_own_devices_label() -> None:
+    runtime = _runtime(emulated=False)
+    workers = _workers(runtime)
+    placement = ddp_placement(runtime, workers)
+    assert placement.by_label
+    assert placement.label_selector == [{LABEL_DEVICE: w} for w in workers]
+    assert len({s[LABEL_DEVICE] for s in placement.label_selector}) == len(workers) == 4
+    assert set(placement.stretch.values()) == {1.0}
+
+
+def test_on_one_emulating_host_ranks_follow_the_workers_order_and_their_stretch() -> None:
+    runtime = _runtime(emulated=True)
+    workers = _workers(runtime)
+    placement = ddp_placement(runtime, workers)
+    assert not placement.by_label and placement.label_selector is None
+    assert placement.devices == tuple(workers)
+    assert placement.stretch == {w: runtime.stretch[w] for w in workers}
+
+
+@pytest.mark.parametrize("emulated", [True, False])
+def test_the_fastest_device_by_its_nominal_speed_evaluates(emulated: bool) -> None:
+    """Stretch factors are all 1 on a testbed: the speed, not the stretch, names the TX2."""
+    runtime = _runtime(emulated)
+    workers = _workers(runtime)
+    fastest = max(workers, key=lambda w: runtime.cluster.device(w).speed)
+    assert runtime.cluster.device(fastest).type.startswith("jetson-tx2")
+    assert fastest_device(runtime, workers) == fastest
+    assert ddp_placement(runtime, workers).evaluator == fastest
+    # reversed order: still the fastest, not the first
+    assert fastest_device(runtime, workers[::-1]) == fastest
