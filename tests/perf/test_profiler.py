@@ -1,4 +1,5 @@
-"""The profiler: a tiny real profile writes exactly the schema's columns and resumes."""
+"""The profiler: a tiny real profile writes exactly the schema's columns, each sample's
+steps and step-time interval among them, and resumes."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from typer.testing import CliRunner
 from edgewise.cli import app
 from edgewise.errors import EdgewiseError
 from edgewise.perf.profiler import ProfileConfig, profile, sample_key
-from edgewise.perf.schema import COLUMNS
+from edgewise.perf.schema import COLUMNS, PROFILE_COLUMNS
 from edgewise.perf.stress import StressPoint
 
 # ``edgewise.cli.profile`` the attribute is the command; the module is in sys.modules
@@ -43,7 +44,7 @@ def test_tiny_profile_writes_the_schema_and_resumes(tmp_path: Path) -> None:
     first = profile(out, _tiny(), lambda d, n, k: calls.append((d, n, k)))
     profiled_ms = 1000 * (time.monotonic() - started)
     header, rows = _rows(out)
-    assert tuple(header) == COLUMNS and len(rows) == 2 and first.written == 2
+    assert tuple(header) == PROFILE_COLUMNS and len(rows) == 2 and first.written == 2
     assert calls[0] == (0, 2, sample_key(POINT, 8, 0)) and calls[-1] == (2, 2, "done")
     for row, batch in zip(rows, (8, 32), strict=True):
         assert (row["device_type"], row["app_kind"], int(row["batch_size"])) == \
@@ -58,6 +59,9 @@ def test_tiny_profile_writes_the_schema_and_resumes(tmp_path: Path) -> None:
         # that ran the app (the host's load stretches it: 196 to 1,782 ms at load 10 to 20)
         exec_ms = float(row["app_exec_ms"])
         assert not math.isnan(exec_ms) and 1.0 < exec_ms < profiled_ms
+        # the stop rule's report: at least 3 steps, and the interval they reached (within
+        # the 5 % target, or above it where the sample stopped at the cap)
+        assert int(row["steps"]) >= 3 and 0 <= float(row["step_time_ci95_rel"]) < math.inf
 
     again = profile(out, _tiny())
     assert (again.written, again.skipped, len(again.samples)) == (0, 2, 2)
@@ -94,6 +98,10 @@ def test_cli_profiles_and_prints_a_summary(tmp_path: Path,
     (point,) = summary["points"]
     assert point["stress point"] == POINT.key and point["rows"] == 1
     assert point["sift exec ms"] is not None and point["sift exec ms"] > 1.0
+    assert point["step ±%"] is not None and point["step ±%"] >= 0
+    interval = summary["step_time_ci95_rel"]
+    assert (interval["target"], interval["reported"], interval["unreported"]) == (0.05, 1, 0)
+    assert interval["max"] == interval["median"] == pytest.approx(point["step ±%"] / 100)
     assert len(_rows(out)[1]) == 1
     again = CliRunner().invoke(app, ["profile", "--quick", "--output", str(out), "--json"])
     assert json.loads(again.stdout)["skipped"] == 1  # resumed: nothing measured twice

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import math
 import statistics
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from contextlib import ExitStack
 from dataclasses import replace
 from pathlib import Path
@@ -22,7 +22,7 @@ from edgewise.nn.workload import Workload, load_workload, resolved, validate
 from edgewise.perf.profiler import ProfileResult, default_config, quick_config
 from edgewise.perf.profiler import profile as run_profile
 
-__all__ = ["profile", "shipped_profiles", "summary_rows", "summary_table"]
+__all__ = ["interval_summary", "profile", "shipped_profiles", "summary_rows", "summary_table"]
 
 
 def _median(values: list[float]) -> float:
@@ -30,20 +30,49 @@ def _median(values: list[float]) -> float:
     return statistics.median(finite) if finite else math.nan
 
 
+def _number(value: str | float | int) -> float:
+    """A row's cell as a number; NaN for a blank one (a column an older profile lacks)."""
+    return math.nan if value == "" else float(value)
+
+
+def interval_summary(result: ProfileResult) -> dict[str, float | int]:
+    """How well the rows' mean step times are known: the median and the largest relative
+    half-width of their 95 % intervals, the target, the rows above it (they stopped at the
+    cap: ``perf.stability``), and the rows recorded without an interval (older profiles)."""
+    widths = [_number(s.row.get("step_time_ci95_rel", "")) for s in result.samples]
+    known = [w for w in widths if not math.isnan(w)]
+    return {"target": result.ci_rel_target, "median": _median(known),
+            "max": max(known, default=math.nan),
+            "above_target": sum(w > result.ci_rel_target for w in known),
+            "reported": len(known), "unreported": len(widths) - len(known)}
+
+
+def _interval_caption(summary: dict[str, float | int]) -> str:
+    if not summary["reported"]:
+        return "no row reports its step time's interval (recorded before they did)"
+    text = (f"mean step time within ±{100 * summary['median']:.1f} % (median over rows; "
+            f"at most ±{100 * summary['max']:.1f} %) at 95 % confidence; "
+            f"{summary['above_target']} of {summary['reported']} rows stopped at the cap above "
+            f"the ±{100 * summary['target']:g} % target")
+    unreported = summary["unreported"]
+    return text + (f"; {unreported} rows recorded without an interval" if unreported else "")
+
+
 def summary_rows(result: ProfileResult) -> list[dict[str, float | int | str]]:
     """Per stress point: rows, and the medians of compute time, update time, CPU while
-    training and the app's p95 execution time."""
+    training, the app's p95 execution time and the step time's relative 95 % interval."""
     groups: dict[str, list[dict[str, str | float | int]]] = {}
     for sample in result.samples:
         groups.setdefault(sample.point, []).append(sample.row)
     summary: list[dict[str, float | int | str]] = []
     for point, rows in groups.items():
         def med(col: str, rows: list[dict[str, str | float | int]] = rows) -> float:
-            return _median([float(r[col]) for r in rows])
+            return _median([_number(r.get(col, "")) for r in rows])
         summary.append({"stress point": point, "rows": len(rows),
                         "compute µs/sample": 1e6 * med("compute_s_per_sample"),
                         "update ms": 1e3 * med("update_s"), "cpu %": med("cpu"),
-                        "cpu training %": med("new_cpu"), "sift exec ms": med("app_exec_ms")})
+                        "cpu training %": med("new_cpu"), "sift exec ms": med("app_exec_ms"),
+                        "step ±%": 100 * med("step_time_ci95_rel")})
     return summary
 
 
@@ -58,7 +87,9 @@ def summary_table(result: ProfileResult) -> Table:
         else:
             table.add_column(col, justify="right")
     table.caption = ("cpu %: before training; cpu training %: p95 while training; sift exec "
-                     "ms: p95 of the co-located SIFT app's execution time while training")
+                     "ms: p95 of the co-located SIFT app's execution time while training; "
+                     "step ±%: half-width of the 95 % interval of the mean step time ÷ the "
+                     "mean. " + _interval_caption(interval_summary(result)))
     for row in rows:
         table.add_row(*(v if isinstance(v, str) else str(v) if isinstance(v, int)
                         else f"{v:.1f}" for v in row.values()))
@@ -117,6 +148,7 @@ def profile(
     if as_json:
         print(json.dumps({"path": str(result.path), "rows": len(result.samples),
                           "written": result.written, "skipped": result.skipped,
+                          "step_time_ci95_rel": _plain(interval_summary(result)),
                           "points": [_plain(r) for r in summary_rows(result)]}))
     else:
         print_fitted(summary_table(result), out)
@@ -185,6 +217,6 @@ def _on_device(output: Path, device: str, device_type: str, quick: bool, repeats
                               progress=progress)
 
 
-def _plain(row: dict[str, float | int | str]) -> dict[str, float | int | str | None]:
+def _plain(row: Mapping[str, float | int | str]) -> dict[str, float | int | str | None]:
     """A summary row for JSON: NaN (no app period measured) as null."""
     return {k: None if isinstance(v, float) and math.isnan(v) else v for k, v in row.items()}

@@ -1,26 +1,23 @@
 """The Profiler (Deep-Edge §IV-B1, §IV-C1): the model-update task measured under stress points
-with the SIFT app co-located, one row of ``schema.COLUMNS`` per sample, resumable."""
+with the SIFT app co-located, one row of ``schema.PROFILE_COLUMNS`` per sample, each trained
+until its mean step time is known within a target (``perf.stability``), resumable."""
 
 from __future__ import annotations
 
-import math
 import platform
-import statistics
 import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
-
 from edgewise.errors import EdgewiseError
 from edgewise.nn.workload import Workload
-from edgewise.perf.app_process import BackgroundApp, start_background_app
-from edgewise.perf.metrics import sample_metrics, without_self
+from edgewise.perf.app_process import start_background_app
+from edgewise.perf.measure import State, measure_sample, state_now
 from edgewise.perf.profile_file import Sample, append_sample, read_samples
-from edgewise.perf.schema import COLUMNS
+from edgewise.perf.schema import PROFILE_COLUMNS
+from edgewise.perf.stability import CI_REL_TARGET, MAX_STEP_FACTOR, StopRule, preload
 from edgewise.perf.step_trainer import StepTrainer, Update
 from edgewise.perf.stress import Stressor, StressPoint, stress_grid, stress_ng_path
 
@@ -28,13 +25,15 @@ __all__ = ["Measurer", "PointProfiler", "ProfileConfig", "ProfileResult", "Sampl
            "default_config", "profile", "quick_config", "sample_key"]
 
 ProgressFn = Callable[[int, int, str], None]
-State = tuple[float, float, float]
 
 
 @dataclass(frozen=True, slots=True)
 class ProfileConfig:
-    """What to profile: the stress ``grid``, ``batch_sizes``, ``repeats`` of each, ``step_s``
-    seconds of training per sample, ``settle_s`` after starting a stressor (plus 1 s per
+    """What to profile: the stress ``grid``, ``batch_sizes``, ``repeats`` of each, at least
+    ``step_s`` seconds of training per sample, and on until the 95 % confidence interval of
+    its mean step time is within ``ci_rel_target`` of the mean (issue 24 §6: "within 5 %"),
+    for at most ``max_step_s`` (default ``MAX_STEP_FACTOR`` × ``step_s``), see
+    :mod:`edgewise.perf.stability`; ``settle_s`` after starting a stressor (plus 1 s per
     2 GB it must fill), the co-located app and its period. ``time_dilation`` is how much
     slower than the device the machine runs (a testbed's common factor): rows record device
     time (measured times ÷ it) and the app's period is stretched by it."""
@@ -43,6 +42,8 @@ class ProfileConfig:
     batch_sizes: tuple[int, ...] = (8, 16, 32, 64)
     repeats: int = 1
     step_s: float = 2.0
+    ci_rel_target: float = CI_REL_TARGET
+    max_step_s: float | None = None  # None: MAX_STEP_FACTOR x step_s
     settle_s: float = 1.0
     device_type: str = "host-x86"
     app_kind: str = "sift"
@@ -51,14 +52,22 @@ class ProfileConfig:
     time_dilation: float = 1.0
     workload: Workload | None = None  # resolved; None: DigitsCNN on digits
 
+    @property
+    def stop_rule(self) -> StopRule:
+        """When each sample stops training (raises ConfigError for a bad target or cap)."""
+        cap_s = MAX_STEP_FACTOR * self.step_s if self.max_step_s is None else self.max_step_s
+        return StopRule(self.step_s, cap_s, self.ci_rel_target)
+
 
 def default_config(device_type: str = "host-x86", repeats: int = 1) -> ProfileConfig:
-    """4 CPU levels x 3 memory levels x no I/O x 4 batch sizes, 2 s each (~3 min)."""
+    """4 CPU levels x 3 memory levels x no I/O x 4 batch sizes, 2 to 8 s each (~3 min
+    where every sample's mean step time settles in 2 s, ~8 min where none does)."""
     return ProfileConfig(tuple(stress_grid()), repeats=repeats, device_type=device_type)
 
 
 def quick_config(device_type: str = "host-x86", repeats: int = 1) -> ProfileConfig:
-    """3 CPU levels x 2 memory levels x 2 batch sizes, 0.8 s each (well under a minute)."""
+    """3 CPU levels x 2 memory levels x 2 batch sizes, 0.8 to 3.2 s each (well
+    under a minute where the mean step times settle in 0.8 s, about one where none does)."""
     grid = stress_grid((0, 50, 100), (0, 512), (0,))
     return ProfileConfig(tuple(grid), batch_sizes=(16, 64), repeats=repeats, step_s=0.8,
                          settle_s=0.5, device_type=device_type)
@@ -71,91 +80,16 @@ def sample_key(point: StressPoint, batch_size: int, repeat: int) -> str:
 
 @dataclass(frozen=True, slots=True)
 class ProfileResult:
-    """The profile file, rows written now, grid samples skipped as already recorded, and
-    every sample in the file."""
+    """The profile file, rows written now, grid samples skipped as already recorded, every
+    sample in the file, and the target the new samples' step-time intervals were held to."""
 
     path: Path
     written: int
     skipped: int
     samples: tuple[Sample, ...]
+    ci_rel_target: float = CI_REL_TARGET
 
 
-def _state(metrics: dict[str, float]) -> State:
-    return (metrics["cpu_percent"], metrics.get("accelerator_percent", 0.0),
-            metrics["memory_percent"])
-
-
-def _state_now(interval_s: float = 0.25) -> State:
-    """The node state (cpu, gpu, mem %) before the update runs, CPU averaged over
-    ``interval_s``, memory without this process's (``metrics.without_self``)."""
-    sample_metrics()  # primes psutil's CPU counter
-    time.sleep(interval_s)
-    return _state(without_self(sample_metrics()))
-
-
-@contextmanager
-def _sampled(period_s: float = 0.05) -> Iterator[list[State]]:
-    """Node states sampled every ``period_s`` in a thread while the block runs."""
-    states: list[State] = []
-    stop = threading.Event()
-
-    def loop() -> None:
-        sample_metrics()
-        while not stop.wait(period_s):
-            states.append(_state(sample_metrics()))
-
-    thread = threading.Thread(target=loop, name="profile-sampler", daemon=True)
-    thread.start()
-    try:
-        yield states
-    finally:
-        stop.set()
-        thread.join()
-
-
-APP_WAIT_S = 30.0  # longest a sample trains on waiting for the app to finish a period
-
-
-def _keep_training(t0: float, step_s: float, steps: int, app: BackgroundApp | None) -> bool:
-    """Train on until ``step_s`` passed and 3 steps ran, and until the app has finished a
-    period released during the sample (its records arrive after each period ends; on a
-    loaded host a 0.3 s sample may see none), for at most APP_WAIT_S more."""
-    elapsed = time.monotonic() - t0
-    if elapsed < step_s or steps < 3:
-        return True
-    return app is not None and not app.exec_ms_between(t0, time.monotonic()) \
-        and elapsed < step_s + APP_WAIT_S
-
-
-def _measure(trainer: StepTrainer, batch: int, step_s: float, app: BackgroundApp | None,
-             before: State, dilation: float = 1.0,
-             ps_state: State | None = None) -> dict[str, float]:
-    """One sample's measured values (all but the identifying columns) from the state
-    ``before`` training, times in device time (÷ ``dilation``); the server's state is
-    ``ps_state`` (default: this machine's)."""
-    for _ in range(2):  # warm-up at this batch size, not timed
-        trainer.step(batch)
-    computes: list[float] = []
-    updates: list[float] = []
-    t0 = time.monotonic()
-    with _sampled() as states:
-        while _keep_training(t0, step_s, len(computes), app):
-            compute_s, update_s = trainer.step(batch)
-            computes.append(compute_s)
-            updates.append(update_s)
-    t1 = time.monotonic()
-    new = np.percentile(np.array(states or [before]), 95, axis=0)
-    execs = app.exec_ms_between(t0, t1) if app else []
-    ps = before if ps_state is None else ps_state
-    return {"cpu": before[0], "gpu": before[1], "mem": before[2],
-            "ps_cpu": ps[0], "ps_gpu": ps[1], "ps_mem": ps[2],
-            # means, not medians: an epoch takes the sum of its steps, and under a CPU quota
-            # most steps run unthrottled while a few wait out the period (a median saw
-            # only the fast ones, and learned compute-time models erred 150-280 %)
-            "compute_s_per_sample": statistics.fmean(computes) / batch / dilation,
-            "update_s": statistics.fmean(updates) / dilation,
-            "new_cpu": float(new[0]), "new_gpu": float(new[1]), "new_mem": float(new[2]),
-            "app_exec_ms": float(np.percentile(execs, 95)) / dilation if execs else math.nan}
 
 
 def _pending(config: ProfileConfig, done: set[str]) -> list[tuple[StressPoint, int, int]]:
@@ -171,8 +105,9 @@ def profile(output: Path, config: ProfileConfig, progress: ProgressFn | None = N
             measurer: Measurer | None = None) -> ProfileResult:
     """Profile the model-update task on this host (or where ``measurer`` measures, e.g. a
     testbed device) under every stress point of the grid with the background app running,
-    appending one row per sample to ``output`` (CSV, columns ``schema.COLUMNS``); samples
-    already recorded there are skipped.
+    appending one row per sample to ``output`` (CSV, columns ``schema.PROFILE_COLUMNS``: the
+    model's columns, then the steps and the step time's interval each sample reached);
+    samples already recorded there are skipped.
 
     Raises
     ------
@@ -181,6 +116,7 @@ def profile(output: Path, config: ProfileConfig, progress: ProgressFn | None = N
     """
     if config.repeats < 1 or not config.batch_sizes or min(config.batch_sizes) < 1:
         raise EdgewiseError("repeats and batch sizes must be positive")
+    rule = config.stop_rule  # a bad target or cap fails before anything is measured
     samples = read_samples(output, config.device_type)
     todo = _pending(config, {s.key for s in samples})
     skipped = len(config.grid) * len(config.batch_sizes) * config.repeats - len(todo)
@@ -191,7 +127,7 @@ def profile(output: Path, config: ProfileConfig, progress: ProgressFn | None = N
         samples += _run(output, config, todo, progress, measurer)
     elif progress:
         progress(0, 0, "all recorded")
-    return ProfileResult(output, len(todo), skipped, tuple(samples))
+    return ProfileResult(output, len(todo), skipped, tuple(samples), rule.ci_rel_target)
 
 
 def _row(config: ProfileConfig, host: str, batch: int, values: dict[str, float],
@@ -201,7 +137,7 @@ def _row(config: ProfileConfig, host: str, batch: int, values: dict[str, float],
         "device_type": config.device_type, "host": host, "batch_size": batch,
         "n_workers": n_workers, "batch_mean": batch,
         "app_kind": config.app_kind, **values}
-    return {c: row[c] for c in COLUMNS}
+    return {c: row[c] for c in PROFILE_COLUMNS}
 
 
 class PointProfiler:
@@ -215,6 +151,7 @@ class PointProfiler:
                  ps_state: State | None = None) -> None:
         self.config, self.ps_state = config, ps_state
         self.trainer = StepTrainer(config.seed, update, config.workload)
+        preload()  # the stop rule's t quantile, not imported inside a sample's window
         self.host = platform.node()
         self.app = start_background_app(
             config.app_kind, config.app_period_ms * config.time_dilation,
@@ -229,16 +166,17 @@ class PointProfiler:
         measured among ``n_workers`` workers, every one at the sample's batch (``on_batch``
         is told each batch before its sample, so that companion workers train at it)."""
         config = self.config
-        budget = config.settle_s + len(items) * (config.step_s + 5.0) + 60.0
+        rule = config.stop_rule
+        budget = config.settle_s + len(items) * (rule.max_s + 5.0) + 60.0
         out: list[Sample] = []
         with Stressor.at(point, timeout_s=budget * config.time_dilation):
             time.sleep(config.settle_s + point.memory_mb / 2048)
-            before = _state_now(self._state_window_s())
+            before = state_now(self._state_window_s())
             for batch, repeat in items:
                 if on_batch is not None:
                     on_batch(batch)
-                values = _measure(self.trainer, batch, config.step_s, self.app, before,
-                                  config.time_dilation, self.ps_state)
+                values = measure_sample(self.trainer, batch, rule, self.app, before,
+                                        config.time_dilation, self.ps_state)
                 out.append(Sample(sample_key(point, batch, repeat), _row(
                     config, self.host, batch, values, n_workers)))
                 if on_sample is not None:

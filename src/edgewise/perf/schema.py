@@ -9,8 +9,8 @@ import numpy as np
 from numpy.typing import NDArray
 
 __all__ = [
-    "COLUMNS", "COMPUTE_FEATURES", "EXEC_FEATURES", "STATE_COLUMNS", "STATE_FEATURES",
-    "UPDATE_FEATURES", "PerfModel",
+    "COLUMNS", "COMPUTE_FEATURES", "EXEC_FEATURES", "PROFILE_COLUMNS", "QUALITY_COLUMNS",
+    "STATE_COLUMNS", "STATE_FEATURES", "UPDATE_FEATURES", "PerfModel",
 ]
 
 Array = NDArray[np.float64]
@@ -33,6 +33,15 @@ COLUMNS = (
     "app_kind",             # background app profiled alongside ("sift"), or ""
     "app_exec_ms",          # its execution time per period at the new state (ms)
 )
+
+# How well a measured sample is known (perf.stability; issue 24 §6). Written by the profiler
+# after COLUMNS since 2026-12-02; a profile recorded before has only COLUMNS (its rows read as
+# blank here), calibrated profiles have none, and no learned function reads them.
+QUALITY_COLUMNS = (
+    "steps",                # timed training steps the sample took
+    "step_time_ci95_rel",   # half-width of the 95 % CI of the mean step time ÷ the mean
+)
+PROFILE_COLUMNS = (*COLUMNS, *QUALITY_COLUMNS)  # what the profiler writes
 
 # Features of each learned function (Deep-Edge §V-B: chosen by its sensitivity analysis).
 COMPUTE_FEATURES = ("cpu", "gpu", "batch_size")                      # EstComputeTime

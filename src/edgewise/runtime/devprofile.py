@@ -215,7 +215,7 @@ def profile_device(runtime: RayRuntime, device: str, output: Path, config: Profi
                                   ps_device, config.seed))
         members = started[0]
         helpers = members.companions[: n - 1]
-        budget = 60.0 + len(items) * (config.step_s + 10.0) * 3
+        budget = 60.0 + len(items) * (config.stop_rule.max_s + 10.0) * 3
         loads = [c.load.remote(budget, items[0][0]) for c in helpers]
         try:
             rows = ray.get(members.profiler.point.remote(point, items, list(helpers)))
