@@ -4,6 +4,9 @@ the fastest device's rank evaluates (pure: no Ray started)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+from types import SimpleNamespace
+
 import pytest
 
 from edgewise.cluster.examples import example_path
@@ -76,3 +79,27 @@ def test_the_fastest_device_by_its_nominal_speed_evaluates(emulated: bool) -> No
     assert ddp_placement(runtime, workers).evaluator == fastest
     # reversed order: still the fastest, not the first
     assert fastest_device(runtime, workers[::-1]) == fastest
+
+
+def test_a_failed_arm_is_recorded_and_the_other_arms_are_kept(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """One arm's error (edgewise's own) costs that arm's run only, and is named."""
+    from edgewise.errors import EdgewiseError
+    from edgewise.suites import time_to_accuracy as tta
+    from edgewise.suites.tta_arms import ArmResult, TTASetup
+
+    def arm(name: str, setup: TTASetup, *_: object) -> ArmResult:
+        if name == "fair/async" and setup.seed == 1:
+            raise EdgewiseError("model: transformers has no config class 'X'\nmore")
+        return ArmResult(name, (0.95,), (1.0,))
+
+    monkeypatch.setattr(tta, "_arm", arm)
+    messages: list[str] = []
+    ctx = SimpleNamespace(progress=lambda message, share: messages.append(message))
+    setups = [TTASetup(tmp_path / "w.yaml", 1, seed, 0.9) for seed in (0, 1)]
+    failed: dict[str, str] = {}
+    runs = tta._arms(setups, ctx, _runtime(True), None,  # type: ignore[arg-type]
+                     {"fair/async", "fair/sync"}, failed)
+    assert failed == {"fair/async, seed 1": "model: transformers has no config class 'X'"}
+    assert [sorted(run) for run in runs] == [["fair/async", "fair/sync"], ["fair/sync"]]
+    assert any("fair/async, seed 1 failed" in m for m in messages)

@@ -202,11 +202,26 @@ def _scaling(runtime: RayRuntime, seed: int, epochs: int) -> Figures:
             "ps_scaling_wire_bytes_per_sample": round(bytes_per_sample, 1)}
 
 
-def _arms(setups: list[TTASetup], ctx: BenchContext, runtime: RayRuntime,
-          gloo_ifname: str | None, only: set[str]) -> list[dict[str, ArmResult]]:
-    """Every arm in ``only`` once per setup (one seed each), on ``runtime``'s cluster."""
-    from edgewise.cluster.model import Role
+def _arm(arm: str, setup: TTASetup, runtime: RayRuntime, workers: list[str],
+         gloo_ifname: str | None) -> ArmResult:
     from edgewise.suites.tta_ddp import fastest_device, ray_train_ddp_arm, single_device_arm
+
+    if arm == "ray-train-ddp":
+        return ray_train_ddp_arm(runtime, setup, workers, gloo_ifname)
+    if arm == "single-device":
+        return single_device_arm(runtime, setup, fastest_device(runtime, workers))
+    policy, mode = arm.split("/")
+    return edgewise_arm(runtime, setup, policy, mode)
+
+
+def _arms(setups: list[TTASetup], ctx: BenchContext, runtime: RayRuntime,
+          gloo_ifname: str | None, only: set[str],
+          failed: dict[str, str]) -> list[dict[str, ArmResult]]:
+    """Every arm in ``only`` once per setup (one seed each), on ``runtime``'s cluster. An arm
+    that fails with edgewise's own error is recorded in ``failed`` (arm, seed -> the error's
+    first line) and left out of its run; the other arms' runs are kept."""
+    from edgewise.cluster.model import Role
+    from edgewise.errors import EdgewiseError
 
     workers = [d.name for d in runtime.cluster.with_role(Role.WORKER)]
     names = [a for a in ARMS if a in only]
@@ -215,15 +230,13 @@ def _arms(setups: list[TTASetup], ctx: BenchContext, runtime: RayRuntime,
         results: dict[str, ArmResult] = {}
         for i, arm in enumerate(names):
             label = arm if len(setups) == 1 else f"{arm}, seed {setup.seed}"
-            ctx.progress(label, (r * len(names) + i) / (len(setups) * len(names)))
-            if arm == "ray-train-ddp":
-                results[arm] = ray_train_ddp_arm(runtime, setup, workers, gloo_ifname)
-            elif arm == "single-device":
-                results[arm] = single_device_arm(runtime, setup,
-                                                 fastest_device(runtime, workers))
-            else:
-                policy, mode = arm.split("/")
-                results[arm] = edgewise_arm(runtime, setup, policy, mode)
+            share = (r * len(names) + i) / (len(setups) * len(names))
+            ctx.progress(label, share)
+            try:
+                results[arm] = _arm(arm, setup, runtime, workers, gloo_ifname)
+            except EdgewiseError as exc:
+                failed[f"{arm}, seed {setup.seed}"] = why = str(exc).splitlines()[0][:300]
+                ctx.progress(f"{label} failed: {why}", share)
         runs.append(results)
     return runs
 
@@ -243,11 +256,12 @@ def real(ctx: BenchContext) -> Figures:
     where = where_to_run(str(ctx.option("where")), missing())
     clusters = _Clusters(ctx, where, str(ctx.option("subnet")))
     repeats = 1 if ctx.quick else int(ctx.option("repeats"))
+    failed: dict[str, str] = {}
     with tempfile.TemporaryDirectory(prefix="edgewise-tta-") as tmp:
         spec = shapes_setup(Path(tmp), per_class, ctx.seed)  # one data set, seeds per run
         setups = [TTASetup(spec, epochs, ctx.seed + r, target) for r in range(repeats)]
         with ctx.timings.timed("arms_seconds"), clusters.up(RACE_CLUSTER, 0.0) as (runtime, ifname):
-            runs = _arms(setups, ctx, runtime, ifname, set(arms))
+            runs = _arms(setups, ctx, runtime, ifname, set(arms), failed)
     figures: dict[str, Any] = figures_of(runs, target)
     figures["ddp_rank_devices"] = [(r["ray-train-ddp"].extra or {}).get("rank_devices")
                                    for r in runs if "ray-train-ddp" in r]
@@ -261,7 +275,8 @@ def real(ctx: BenchContext) -> Figures:
     extra = {} if where == "emulated" else {"down_leftovers": sum(clusters.left.values()),
                                             "down_leftovers_by_testbed": clusters.left}
     kind = "kernel-enforced testbed" if where == "testbed" else "emulated"
-    return {**figures, **extra, "where": where, "cluster": f"{race} ({kind})",
+    return {**figures, **extra, "arm_errors": failed, "where": where,
+            "cluster": f"{race} ({kind})",
             "time_dilation": clusters.dilation[race],
             "scaling_time_dilation": clusters.dilation.get(
                 SCALING_CLUSTER.removesuffix(".yaml")),

@@ -7,6 +7,7 @@ import hashlib
 import importlib
 import importlib.util
 import sys
+import threading
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -102,15 +103,37 @@ def _builtin(spec: ModelSpec, num_classes: int | None) -> nn.Module:
     return Logits(model, name if isinstance(name, str) else None)
 
 
+_HF_LOCK = threading.Lock()
+"""transformers resolves its names lazily, importing a model's modules on first use; one
+member's threads (its calls and concurrency groups) take that first use one at a time."""
+
+
 def _hf(spec: ModelSpec, num_classes: int | None,
         input_shape: tuple[int, ...] | None) -> nn.Module:
+    with _HF_LOCK:
+        return _hf_built(spec, num_classes, input_shape)
+
+
+def _found(value: object) -> str:
+    """What a name of transformers resolved to, for an error message."""
+    if value is None:
+        return "nothing"
+    return f"{getattr(value, '__module__', '?')}.{getattr(value, '__qualname__', value)!s}"
+
+
+def _hf_built(spec: ModelSpec, num_classes: int | None,
+              input_shape: tuple[int, ...] | None) -> nn.Module:
     ensure_offline()
     import transformers
 
     config_cls = getattr(transformers, spec.ref, None)
     if not (isinstance(config_cls, type) and
             issubclass(config_cls, transformers.PretrainedConfig)):
-        raise ConfigError(f"transformers has no config class {spec.ref!r}", field="model")
+        # a name transformers lists but whose backend it found missing resolves to a
+        # placeholder class: say what it resolved to (seen once on a testbed device)
+        detail = "" if config_cls is None else f" (it resolves to {_found(config_cls)})"
+        raise ConfigError(f"transformers has no config class {spec.ref!r}{detail}",
+                          field="model")
     try:
         config = config_cls(**spec.args)
     except Exception as exc:  # transformers validates arguments with its own error types
