@@ -146,3 +146,14 @@ def test_every_node_is_labelled_with_its_device_and_the_testbed() -> None:
         labels = dict(kv.split("=", 1) for kv in flag.removeprefix("--labels=").split(","))
         assert labels[LABEL_DEVICE] == node.device
         assert labels[LABEL_TESTBED] == "labels"
+
+
+def test_testbed_processes_pass_a_servers_frames_inline(tmp_path: Path) -> None:
+    """Every node, and every driver of the testbed, has Ray's inline-object size raised (the
+    object store's path cost a small device's quota most of a parameter server's time)."""
+    from edgewise.runtime.ray_cluster import INLINE_OBJECT_BYTES
+    from edgewise.testbed.nodes import node_env
+
+    env = node_env(tmp_path / "token")
+    assert env["RAY_max_direct_call_object_size"] == str(INLINE_OBJECT_BYTES)
+    assert INLINE_OBJECT_BYTES >= 2 * 401_252 * 4  # MobileNetV2 x0.35's push, with room

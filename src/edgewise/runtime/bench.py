@@ -56,6 +56,34 @@ def _steady_throughput(result: TrainResult) -> float:
     return float(statistics.median(_loop_throughput(r) for r in result.epochs[1:]))
 
 
+def _seconds_per_batch(stats: dict[str, float], key: str) -> float:
+    """A worker's epoch statistics as seconds per batch (it reports compute per sample)."""
+    if key == "compute":
+        return stats["compute_seconds_per_sample"] * stats["samples"] / max(stats["steps"], 1)
+    return stats[f"{key}_seconds_per_batch"]
+
+
+def where_time_went(result: TrainResult) -> dict[str, Any]:
+    """Where an asynchronous run's steady epochs (after the first) spent their time: the
+    server's share of each epoch's loop time serving pushes (``server_seconds``: decode,
+    treatment, optimiser step, encoding the reply; median over epochs), and each worker's
+    seconds per batch computing gradients, encoding its push, waiting for the server's
+    reply (the link both ways, the server's queue and its service) and loading the weights
+    (mean over workers of each worker's median over epochs). A server busy near 1 is the
+    bottleneck; long waits with a server seldom busy point at the calls and links instead."""
+    epochs = [r for r in (result.epochs[1:] or result.epochs) if r.worker_stats]
+    busy = [r.server_seconds / max(max(s["wall_seconds"] for s in r.worker_stats.values()),
+                                   1e-9) for r in epochs]
+    workers = sorted({w for r in epochs for w in r.worker_stats})
+    per_batch: dict[str, float | None] = {}
+    for key in ("compute", "encode", "wait", "load"):
+        medians = [statistics.median(_seconds_per_batch(r.worker_stats[w], key)
+                                     for r in epochs if w in r.worker_stats) for w in workers]
+        per_batch[key] = round(statistics.fmean(medians), 5) if medians else None
+    return {"ps_server_busy_fraction": round(statistics.median(busy), 4) if busy else None,
+            "worker_seconds_per_batch": per_batch}
+
+
 def _solo(runtime: RayRuntime, worker: str, config: TrainConfig, n: int) -> float:
     others = frozenset(d.name for d in runtime.cluster.with_role(Role.WORKER)) - {worker}
     plan = equal_plan(runtime.cluster, n, exclude=others)
@@ -116,6 +144,7 @@ def runtime_figures(runtime: RayRuntime, *, epochs: int = 8, solo_epochs: int = 
         "transport_roundtrip_ms_1mb": round(roundtrip, 3),
         "data_store_bytes_shipped": sum(together.shipped_bytes.values()),
         "transport_wire_bytes": sum(t["wire_bytes"] for t in together.transport_bytes.values()),
+        **where_time_went(together),
     }
 
 

@@ -199,7 +199,9 @@ def _scaling(runtime: RayRuntime, seed: int, epochs: int) -> Figures:
     alone = sum(found["samples_per_second_alone"].values())
     return {"ps_scaling_efficiency_3_workers": found["ps_scaling_efficiency_3_workers"],
             "ps_scaling_link_bound": round(min(1.0, link_sps / alone), 4),
-            "ps_scaling_wire_bytes_per_sample": round(bytes_per_sample, 1)}
+            "ps_scaling_wire_bytes_per_sample": round(bytes_per_sample, 1),
+            "ps_server_busy_fraction": found["ps_server_busy_fraction"],
+            "ps_worker_seconds_per_batch": found["worker_seconds_per_batch"]}
 
 
 def _arm(arm: str, setup: TTASetup, runtime: RayRuntime, workers: list[str],

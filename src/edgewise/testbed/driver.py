@@ -11,7 +11,13 @@ from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
-from edgewise.runtime.ray_cluster import ADDRESS_ENV, RayRuntime, join_cluster, refresh_auth
+from edgewise.runtime.ray_cluster import (
+    ADDRESS_ENV,
+    INLINE_ENV,
+    RayRuntime,
+    join_cluster,
+    refresh_auth,
+)
 from edgewise.testbed.host import TestbedError
 from edgewise.testbed.net import NETNS_DIR
 from edgewise.testbed.record import Record
@@ -50,17 +56,19 @@ def inside(netns: str) -> Iterator[None]:
 
 
 def exec_env(record: Record) -> dict[str, str]:
-    """The variables that point a driver at the testbed: its head and its token."""
+    """The variables that point a driver at the testbed: its head and its token, and Ray's
+    size of the objects it passes inline, as the testbed's nodes have it
+    (``ray_cluster.INLINE_OBJECT_BYTES``)."""
     return {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": record.token_path,
             "RAY_ADDRESS": record.plan.head_address, ADDRESS_ENV: record.plan.head_address,
-            TESTBED_ENV: record.name}
+            TESTBED_ENV: record.name, **INLINE_ENV}
 
 
 @contextmanager
 def driver_env(record: Record) -> Iterator[None]:
     """This process's environment set for a driver of the testbed, restored afterwards
     (and Ray made to re-read it both times)."""
-    saved = {k: os.environ.get(k) for k in _AUTH_VARS}
+    saved = {k: os.environ.get(k) for k in (*_AUTH_VARS, *exec_env(record))}
     os.environ.pop("RAY_AUTH_TOKEN", None)
     os.environ.update(exec_env(record))
     refresh_auth()

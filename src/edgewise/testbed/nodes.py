@@ -13,6 +13,7 @@ from pathlib import Path
 
 from edgewise.runtime.local_instance import REPORTER_INTERVAL_MS, without_loopback
 from edgewise.runtime.ray_cluster import (
+    INLINE_ENV,
     LABEL_DEVICE,
     LABEL_DILATION,
     LABEL_LATENCY,
@@ -40,6 +41,9 @@ _RAY_ENV = {
     # the dashboard agent's per-worker CPU and memory samples feed a dashboard no testbed
     # head starts (--include-dashboard=false): every 60 s, as on emulation
     "REPORTER_UPDATE_INTERVAL_MS": str(REPORTER_INTERVAL_MS),
+    # a parameter server's frames inline, not through the object store and the raylets
+    # that share a small device's quota (ray_cluster.INLINE_OBJECT_BYTES)
+    **INLINE_ENV,
 }
 
 
