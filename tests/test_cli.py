@@ -138,6 +138,9 @@ def test_join_lines_prints_the_heads_line_and_a_ray_start_line_per_other_device(
             assert ray_start_line(d, "h:1") in _flat(result.stdout)
     # token authentication (Ray 2.x): every node gets the mode and the head's token
     assert result.stdout.count("export RAY_AUTH_MODE=token") == len(cluster.devices)
+    # and a parameter server's frames inline, as on a testbed's nodes
+    assert result.stdout.count("export RAY_max_direct_call_object_size=4194304") == len(
+        cluster.devices)
     assert "ray get-auth-token --generate" in result.stdout and "auth_token" in result.stdout
 
 

@@ -22,6 +22,7 @@ from edgewise.runtime.agent import DeviceAgent
 from edgewise.runtime.launch import monitor_handle
 from edgewise.runtime.ray_cluster import (
     ADDRESS_ENV,
+    INLINE_ENV,
     connect,
     head_device,
     head_start_line,
@@ -67,8 +68,10 @@ def join_lines(
     cluster = load_cluster(file)
     first = head_device(cluster)
     host, _, port = head.rpartition(":")
+    # token authentication (Ray 2.x), and a parameter server's frames passed inline
+    env = "\n".join(f"export {k}={v}" for k, v in {"RAY_AUTH_MODE": "token", **INLINE_ENV}.items())
     print(f"# 1. On the head, {first.name} ({first.type}): make the cluster's token "
-          "(~/.ray/auth_token), then start Ray.\nexport RAY_AUTH_MODE=token\n"
+          f"(~/.ray/auth_token), then start Ray.\n{env}\n"
           f"ray get-auth-token --generate\n{head_start_line(first, int(port or 6379))}")
     print("# 2. Give every other device (and every machine that runs edgewise with "
           f"--address {head}) the head's token, e.g.\n"
@@ -77,7 +80,7 @@ def join_lines(
           "the head.\n# 3. On each device:")
     for d in cluster.devices:
         if d.name != first.name:
-            print(f"# {d.name} ({d.type})\nexport RAY_AUTH_MODE=token\n{ray_start_line(d, head)}")
+            print(f"# {d.name} ({d.type})\n{env}\n{ray_start_line(d, head)}")
 
 
 @app.command()
