@@ -105,7 +105,7 @@ def test_a_node_slow_to_register_is_waited_for_and_other_failures_raise(
     start is raised as it was."""
     from ray._private import node as ray_node
 
-    from edgewise.runtime import local_instance
+    from edgewise.runtime import added_nodes
 
     failure = {"text": "The current node timed out during startup. This could happen..."}
 
@@ -114,11 +114,11 @@ def test_a_node_slow_to_register_is_waited_for_and_other_failures_raise(
         raise Exception(failure["text"])
 
     monkeypatch.setattr(ray_node.Node, "__init__", start)
-    slow = local_instance._patient_node(params=None)
+    slow = added_nodes._patient_node(params=None)
     assert slow.all_processes == {"raylet": []}  # the handle end_node needs
     failure["text"] = "some other failure"
     with pytest.raises(Exception, match="some other failure"):
-        local_instance._patient_node(params=None)
+        added_nodes._patient_node(params=None)
 
 
 def test_a_head_slow_to_register_is_started_again_and_its_daemons_ended(

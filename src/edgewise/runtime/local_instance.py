@@ -24,6 +24,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from edgewise.runtime.added_nodes import LOOPBACK, add_node, end_node
+
 _log = logging.getLogger(__name__)
 
 __all__ = [
@@ -53,7 +55,6 @@ test beside ``stress-ng --cpu 1`` (50 clients, 250 requests a second) slowed an 
 by 1.131 and 1.124 with Ray's default, and by 1.018 and 1.022 at nice 0
 (docs/manager-api.md). A testbed's nodes keep Ray's default: each is a device of its own,
 as on real hardware."""
-LOOPBACK = "127.0.0.1"
 LOOPBACK_RAY_ENV = {
     "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",  # the node's address is 127.0.0.1
     "RAY_enable_metrics_collection": "0",  # no unauthenticated Prometheus exporter
@@ -234,77 +235,6 @@ def kill_named_actors() -> int:
         except ValueError:  # gone in the meantime
             continue
     return killed
-
-
-NODE_START_S = 300.0
-"""How long a node added to the shared instance may take to register. Ray's own wait is a
-fixed 30 s, which a loaded 2-core host overran (the node's raylet waits for its agents,
-Python processes that import Ray): five tests' setups failed in one suite run
-(2026-12-01), though the node came up moments later."""
-
-
-def _patient_node(params: Any) -> Any:
-    """Ray's ``Node`` for ``params``, started without Ray's fixed 30 s registration limit: a
-    node that overran it is kept (its processes run on) and waited for by the caller."""
-    from ray._private.node import Node
-
-    class PatientNode(Node):
-        def __init__(self) -> None:
-            try:
-                super().__init__(params, head=False, shutdown_at_exit=True,
-                                 spawn_reaper=False)
-            except Exception as exc:
-                if "timed out during startup" not in str(exc):
-                    raise
-                _log.warning("a node added for a cluster is slow to register: waiting")
-
-    return PatientNode()
-
-
-def add_node(gcs_address: str, resources: dict[str, float], object_store_mb: int) -> Any:
-    """Start one more Ray node on this host (loopback, no CPUs: work reaches it only
-    through its custom ``resources``) and join it to the instance at ``gcs_address``; the
-    node's handle, for :func:`end_node`. Ray has no public call for this; its test
-    utilities (``ray.cluster_utils``) make their nodes the same way."""
-    import ray
-    from ray._private.parameter import RayParams
-
-    head = ray._private.worker._global_node
-    if head is None:
-        raise RuntimeError("add_node needs the driver connected to the instance")
-    params = RayParams(node_ip_address=LOOPBACK, gcs_address=gcs_address, num_cpus=0,
-                       num_gpus=0, resources=resources,
-                       object_store_memory=object_store_mb * 1024 * 1024,
-                       min_worker_port=0, max_worker_port=0,
-                       include_log_monitor=False,  # type: ignore[arg-type,unused-ignore]  # one per host
-                       node_manager_port=0, dashboard_agent_listen_port=None,
-                       session_name=head.session_name)
-    node = _patient_node(params)
-    try:
-        _wait_for(resources, NODE_START_S)
-    except RuntimeError:
-        end_node(node)
-        raise
-    return node
-
-
-def _wait_for(resources: dict[str, float], timeout_s: float = 60.0) -> None:
-    import time
-
-    import ray
-
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        have = ray.cluster_resources()  # type: ignore[no-untyped-call]
-        if all(have.get(k, 0) >= v for k, v in resources.items()):
-            return
-        time.sleep(0.05)
-    raise RuntimeError(f"a Ray node with {sorted(resources)} did not register in {timeout_s} s")
-
-
-def end_node(node: Any) -> None:
-    """End the processes of a node :func:`add_node` started."""
-    node.kill_all_processes(check_alive=False, allow_graceful=True)
 
 
 @dataclass(slots=True)

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import re
 import threading
 import time
 import uuid
@@ -27,10 +26,11 @@ from typing import Any
 import ray
 from ray.exceptions import GetTimeoutError, RayError, RayTaskError
 from ray.experimental import internal_kv
-from ray.util.placement_group import placement_group, remove_placement_group
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from edgewise.errors import EdgewiseError
+from edgewise.runtime.reservation import clear_reservations, reservations, unreserve
+from edgewise.runtime.reservation import reserve as reserve_apart
 from edgewise.runtime.vessel import (
     RESERVE_APART,
     VESSEL_PREFIX,
@@ -62,8 +62,6 @@ RESERVE_WAIT_S = 120.0
 memory other members of the device still hold: a replaced member's predecessor being
 removed, another job on the same devices) before its start fails, naming the device."""
 
-_RESERVATION_PREFIX = "ew-reserve-"
-
 _KV_PREFIX = b"ew-member:"
 _KV_NAMESPACE = "edgewise"
 
@@ -82,8 +80,6 @@ class _Pool:
     idle: list[_Idle] = field(default_factory=list)
     session: str = ""
     reaper: threading.Thread | None = None
-    reserved: dict[str, Any] = field(default_factory=dict)
-    """The placement groups of this process's members held apart, by member token."""
 
 
 _POOL = _Pool()
@@ -98,7 +94,7 @@ def _checked_idle() -> list[_Idle]:
     and ending those idle too long (call with the pool's lock held)."""
     session = _session()
     if _POOL.session != session:
-        _POOL.idle, _POOL.session, _POOL.reserved = [], session, {}
+        _POOL.idle, _POOL.session = [], session
     now = time.monotonic()
     for stale in [i for i in _POOL.idle if now - i.since > IDLE_S]:
         _POOL.idle.remove(stale)
@@ -202,61 +198,6 @@ def _unregister(name: str) -> None:
         internal_kv._internal_kv_del(_KV_PREFIX + name.encode(), namespace=_KV_NAMESPACE)
 
 
-def _reserve(token: str, resources: dict[str, float]) -> Any:
-    """A placement group holding ``resources`` (a member's device slot and memory), once
-    Ray has placed it; an error naming the member and its device if it cannot within
-    :data:`RESERVE_WAIT_S`."""
-    group = placement_group([dict(resources)], strategy="STRICT_PACK",
-                            name=f"{_RESERVATION_PREFIX}{token}")
-    if not group.wait(RESERVE_WAIT_S):
-        with contextlib.suppress(Exception):
-            remove_placement_group(group)
-        memory = next((r for r in resources if r.startswith("device-mem:")), "")
-        raise EdgewiseError(
-            f"{token.split('#')[0]}: no room on {_device_name(memory)} after "
-            f"{RESERVE_WAIT_S:.0f} s for {resources.get(memory, 0.0):g} MB of its memory "
-            "(other actors hold the rest, or the device has less)")
-    with _POOL.lock:
-        _checked_idle()
-        _POOL.reserved[token] = group
-    return group
-
-
-def _device_name(resource: str) -> str:
-    """The device a ``device-mem:`` resource names, without a shared instance's tag
-    (``local_instance.device_tag``)."""
-    name = resource.partition(":")[2]
-    return re.sub(r"^m[0-9]+\.", "", name)
-
-
-def _unreserve(member: HostedMember) -> None:
-    """Give back the reservation of a member held apart from its vessel."""
-    if member.reservation is None:
-        return
-    with _POOL.lock:
-        _POOL.reserved.pop(member.token, None)
-    with contextlib.suppress(Exception):
-        remove_placement_group(member.reservation)
-
-
-def reservations() -> int:
-    """Reservations this process's live members hold apart from their vessels."""
-    with _POOL.lock:
-        return len(_POOL.reserved)
-
-
-def clear_reservations() -> int:
-    """Give back every reservation this process's members still hold apart (what a
-    finished run left behind, with its members); how many."""
-    with _POOL.lock:
-        groups, _POOL.reserved = list(_POOL.reserved.values()), {}
-    if ray.is_initialized():
-        for group in groups:
-            with contextlib.suppress(Exception):
-                remove_placement_group(group)
-    return len(groups)
-
-
 def _here() -> NodeAffinitySchedulingStrategy:
     """This driver's node (an emulating instance's head): where vessels that hold no device
     run, so that no node an instance adds and later ends takes them with it."""
@@ -301,7 +242,7 @@ def spawn_member(actor_class: Any, options: dict[str, Any], *args: Any,
         if slot:
             evict_device(slot, memory, float(resources.get(memory, 0.0)))
     try:
-        reservation = _reserve(token, reserve) if reserve else None
+        reservation = reserve_apart(token, reserve, RESERVE_WAIT_S) if reserve else None
     except EdgewiseError:
         if found is not None:
             with _POOL.lock:
@@ -341,7 +282,7 @@ def release_members(handles: list[Any], *, kill: bool = False) -> None:
         for h in hosted:
             _unregister(h.name)
             _kill(h.vessel)
-            _unreserve(h)
+            unreserve(h.token, h.reservation)
         return
     refs = [h.vessel.release.remote(h.token) for h in hosted]
     for h, ref in zip(hosted, refs, strict=True):
@@ -350,7 +291,7 @@ def release_members(handles: list[Any], *, kill: bool = False) -> None:
             clean = bool(ray.get(ref, timeout=RELEASE_TIMEOUT_S))
         except (RayError, GetTimeoutError):
             clean = False
-        _unreserve(h)
+        unreserve(h.token, h.reservation)
         if not clean:
             _kill(h.vessel)
             continue
