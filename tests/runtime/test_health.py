@@ -10,6 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from edgewise.runtime.health import (
+    ALL_SILENT_PERIODS,
     DEAD_AFTER_PERIODS,
     Directive,
     FaultBoard,
@@ -20,6 +21,7 @@ from edgewise.runtime.health import (
 
 WORKER = Member("worker-nano-0", "worker", "nano-0")
 PS = Member("ps", "parameter-server", "pi5")
+AGENT = Member("agent-tx2", "agent", "tx2")
 
 
 # --- HeartbeatTable ------------------------------------------------------------------------
@@ -87,14 +89,43 @@ def test_beat_after_unregister_does_not_resurrect() -> None:
     assert table.last_beat == {}
 
 
+def test_a_silence_every_member_shares_is_the_monitors_and_kills_nobody() -> None:
+    """The served manager's monitor heard nobody for 1.7 s on a loaded host and struck
+    three healthy devices (2026-12-02): a pause shared by all is not each member's."""
+    table = HeartbeatTable(period_s=1.0)
+    for member in (WORKER, PS, AGENT):
+        table.register(member, now=0.0)
+    for member in (WORKER, PS, AGENT):
+        table.beat(member.name, now=1.0)
+
+    assert table.dead(now=3.0) == []  # all three silent for 2 s: the monitor's pause
+    table.beat(WORKER.name, now=3.2)  # beats resume; the others' clocks start again
+    table.beat(WORKER.name, now=4.2)
+    assert table.dead(now=4.6) == []
+    dead = table.dead(now=4.8)  # PS and the agent silent 1.6 s since beats resumed
+    assert sorted(m.name for m, _ in dead) == sorted([PS.name, AGENT.name])
+    assert dict((m.name, s) for m, s in dead)[PS.name] == pytest.approx(3.8)
+
+
+def test_a_silence_every_member_shares_past_its_bound_kills_them_all() -> None:
+    table = HeartbeatTable(period_s=1.0)
+    table.register(WORKER, now=0.0)
+    table.register(PS, now=0.0)
+
+    assert table.dead(now=ALL_SILENT_PERIODS - 0.1) == []
+    assert {m.name for m, _ in table.dead(now=ALL_SILENT_PERIODS + 0.1)} == {WORKER.name,
+                                                                            PS.name}
+
+
 @given(
     period=st.floats(min_value=0.05, max_value=30.0),
     last_beat_periods=st.integers(min_value=0, max_value=20),
     offset=st.floats(min_value=0.0, max_value=1.0),
     phase=st.floats(min_value=0.0, max_value=1.0),
+    companion=st.booleans(),
 )
 def test_crash_is_detected_within_two_periods(
-    period: float, last_beat_periods: int, offset: float, phase: float
+    period: float, last_beat_periods: int, offset: float, phase: float, companion: bool
 ) -> None:
     # Prepare: the member registers at `start`, beats every period until its crash at t0
     # (its last beat); a checker polls every period / 4 at an arbitrary phase.
@@ -105,6 +136,11 @@ def test_crash_is_detected_within_two_periods(
     polls = [phase * step + k * step for k in range(int((t0 + 3 * period) / step) + 2)]
     table = HeartbeatTable(period_s=period)
     table.register(WORKER, now=start)
+    if companion:  # a second member that keeps beating each period, before and after
+        table.register(PS, now=start)
+        beats_ps = [start + k * period for k in range(1, last_beat_periods + 4)]
+    else:
+        beats_ps = []
 
     # Execute: replay beats and polls in time order.
     detected: float | None = None
@@ -116,7 +152,9 @@ def test_crash_is_detected_within_two_periods(
         while next_beat is not None and next_beat <= now:
             table.beat(WORKER.name, next_beat)
             next_beat = next(pending, None)
-        if table.dead(now):
+        while beats_ps and beats_ps[0] <= now:
+            table.beat(PS.name, beats_ps.pop(0))
+        if [m for m, _ in table.dead(now) if m == WORKER]:
             detected = now
             break
 

@@ -12,12 +12,21 @@ from pathlib import Path
 
 from edgewise.errors import ConfigError
 
-__all__ = ["DEAD_AFTER_PERIODS", "Directive", "FaultBoard", "HeartbeatTable", "Member",
-           "StrikeLedger"]
+__all__ = ["ALL_SILENT_PERIODS", "DEAD_AFTER_PERIODS", "Directive", "FaultBoard", "HeartbeatTable",
+           "Member", "StrikeLedger"]
 
 # A member is dead after 1.5 silent periods; checked every quarter period, a crash is
 # detected within 1.5 + 0.25 < 2 heartbeat periods of the last beat it sent.
 DEAD_AFTER_PERIODS = 1.5
+ALL_SILENT_PERIODS = 5.0
+"""How long every member of a table may be silent at once before they count as dead.
+Members that all fall silent together point at the monitor or the host, not at each member:
+in a loaded suite run (2026-12-02) the served manager's monitor heard nobody for 1.7 s, then
+declared six members of three devices dead in one poll, and the job's re-plan struck three
+healthy devices. A silence shared by every member is therefore forgiven for this long, and
+each member's clock starts again when beats resume; a member that dies while another beats
+is detected as before (within two periods). With one member there is nobody to compare
+with, and its silence is its own."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,10 +65,24 @@ class HeartbeatTable:
     members: dict[str, Member] = field(default_factory=dict)
     last_beat: dict[str, float] = field(default_factory=dict)
     gaps_s: deque[float] = field(default_factory=lambda: deque(maxlen=4096))
+    freshest: float = float("-inf")
+    """The latest beat (or registration) of any member."""
+    resumed_at: float = float("-inf")
+    """When beats came again after every member had been silent (ALL_SILENT_PERIODS)."""
+
+    @property
+    def limit_s(self) -> float:
+        return DEAD_AFTER_PERIODS * self.period_s
 
     def register(self, member: Member, now: float) -> None:
         self.members[member.name] = member
         self.last_beat[member.name] = now
+        self._heard(now)
+
+    def _heard(self, now: float) -> None:
+        if len(self.members) > 1 and self._shared_pause(now - self.freshest):
+            self.resumed_at = now
+        self.freshest = max(self.freshest, now)
 
     def unregister(self, name: str) -> None:
         self.members.pop(name, None)
@@ -69,13 +92,19 @@ class HeartbeatTable:
         if name in self.members:
             self.gaps_s.append(now - self.last_beat[name])
             self.last_beat[name] = now
+            self._heard(now)
+
+    def _shared_pause(self, everyone_silent_s: float) -> bool:
+        return self.limit_s < everyone_silent_s < ALL_SILENT_PERIODS * self.period_s
 
     def dead(self, now: float) -> list[tuple[Member, float]]:
-        """Members silent for more than DEAD_AFTER_PERIODS periods, with their silence."""
-        limit = DEAD_AFTER_PERIODS * self.period_s
-        return [
-            (self.members[n], now - t) for n, t in self.last_beat.items() if now - t > limit
-        ]
+        """Members silent for more than DEAD_AFTER_PERIODS periods, with their silence;
+        none while every member has been silent for less than ALL_SILENT_PERIODS, and each
+        member's silence counted from when beats resumed after such a pause."""
+        if len(self.members) > 1 and self._shared_pause(now - self.freshest):
+            return []
+        return [(self.members[n], now - t) for n, t in self.last_beat.items()
+                if now - max(t, self.resumed_at) > self.limit_s]
 
 
 @dataclass
