@@ -50,3 +50,52 @@ def test_reset_forgets_the_epoch() -> None:
     assert found.simple() is not None
     found.reset()
     assert found.simple() is None and found.estimates == 0
+
+
+def test_the_preconditioned_estimate_is_the_noise_scale_of_the_divided_gradients() -> None:
+    """Pollux's noise scale for Adam: gradients divided element-wise by ``d`` (Adam's step
+    divisor) have ``tr(D⁻¹ Σ D⁻¹) / |D⁻¹ G|²``, which the squared norms with the divisor
+    recover; with unequal noise per coordinate it is not the raw gradients' figure."""
+    import torch
+
+    from edgewise.runtime.ps import _grad_sq
+
+    rng = np.random.default_rng(3)
+    mean, sigma = rng.normal(0.0, 1.0, 32), rng.uniform(0.2, 3.0, 32)
+    divisor = rng.uniform(0.1, 2.0, 32)
+    truth = float(np.sum(sigma**2 / divisor**2) / np.sum(mean**2 / divisor**2))
+    raw_truth = float(np.sum(sigma**2) / np.sum(mean**2))
+    found, by_key = NoiseScale(), {"p.float64": torch.from_numpy(divisor)}
+    batches = [8, 24, 32]
+    for _ in range(3000):
+        grads = [mean + (rng.normal(0.0, 1.0, (b, 32)) * sigma).mean(0) for b in batches]
+        combined = sum(g * (b / sum(batches)) for g, b in zip(grads, batches, strict=True))
+        found.observe([(b, _grad_sq({"p.float64": torch.from_numpy(g)}, by_key))
+                       for g, b in zip(grads, batches, strict=True)],
+                      _grad_sq({"p.float64": torch.from_numpy(combined)}, by_key))
+    assert found.simple() == pytest.approx(truth, rel=0.1)
+    assert abs(truth - raw_truth) > 0.2 * truth  # the divisor matters in this case
+
+
+def test_adams_divisor_is_its_bias_corrected_second_moment_after_five_steps() -> None:
+    import torch
+
+    from edgewise.runtime.ps import PRECONDITION_AFTER_STEPS, adam_divisor
+
+    param = torch.nn.Parameter(torch.zeros(6, dtype=torch.float64))
+    opt = torch.optim.Adam([param], lr=0.01, betas=(0.9, 0.99), eps=1e-8)
+    sgd = torch.optim.SGD([param], lr=0.01)
+    rng, second = np.random.default_rng(0), np.zeros(6)
+    for step in range(1, PRECONDITION_AFTER_STEPS + 2):
+        if step <= PRECONDITION_AFTER_STEPS:  # not yet trusted: no preconditioner
+            assert adam_divisor(opt, {"p.float64": param}) is None
+        grad = rng.normal(0.0, 1.0, 6)
+        second = 0.99 * second + 0.01 * grad**2
+        param.grad = torch.from_numpy(grad.copy())
+        opt.step()
+    steps = PRECONDITION_AFTER_STEPS + 1
+    found = adam_divisor(opt, {"p.float64": param})
+    assert found is not None
+    expected = np.sqrt(second / (1 - 0.99**steps)) + 1e-8
+    np.testing.assert_allclose(found["p.float64"].numpy(), expected, rtol=1e-9)
+    assert adam_divisor(sgd, {"p.float64": param}) is None

@@ -105,6 +105,9 @@ def test_sync_training_with_unequal_shards_takes_balanced_steps(runtime: RayRunt
     # workers: two batch sizes a step); early on the gradient dominates, so it is finite
     first = result.epochs[0].noise_scale
     assert first is not None and 0 < first < 1e6, first
+    # and that of the Adam-preconditioned gradients, from Adam's fifth of 15 steps on
+    adam = result.epochs[0].noise_scale_adam
+    assert adam is not None and 0 < adam < 1e6, adam
 
 
 class _KillMidEpoch:

@@ -94,4 +94,8 @@ def result_table(result: TrainResult) -> Table:
     if noise:  # the sync loop's: a global batch far above it spends samples for little
         table.caption = (f"gradient noise scale B_simple (runtime.noise_scale): {noise[0]:.0f} "
                          f"samples in the first epoch, {noise[-1]:.0f} in the last")
+    adam = [r.noise_scale_adam for r in result.epochs if r.noise_scale_adam is not None]
+    if adam:
+        table.caption = (f"{table.caption}; preconditioned by Adam's step (Pollux): "
+                         f"{adam[0]:.0f} and {adam[-1]:.0f}")
     return table

@@ -74,6 +74,9 @@ class EpochRecord:
     staleness_max: int = 0
     noise_scale: float | None = None  # the sync loop's B_simple, in samples (runtime.noise_scale)
     validation_seconds: float = 0.0  # the epoch-end evaluation (on a worker), within wall_seconds
+    noise_scale_adam: float | None = None
+    """The same of the gradients preconditioned by Adam's step (Pollux's noise scale for Adam;
+    None with SGD, or before Adam's fifth step)."""
 
 
 def time_to_accuracy(epochs: Sequence[EpochRecord], target: float) -> float | None:
@@ -193,7 +196,8 @@ class _Job:
                                  attempt.plan.workers, ids, stats, out.get("push_seconds", 0.0),
                                  wall / self.runtime.time_dilation, out["staleness_mean"],
                                  int(out["staleness_max"]), out.get("noise_scale"),
-                                 out.get("validation_seconds", 0.0))
+                                 out.get("validation_seconds", 0.0),
+                                 out.get("noise_scale_adam"))
             self.records.append(record)
             self.events("epoch_end", {"epoch": epoch, "record": record})
             if self._reached_target():

@@ -31,10 +31,39 @@ def epoch_lr(base: float, schedule: str, epoch: int, epochs: int) -> float:
     return base
 
 
-def _grad_sq(flats: dict[str, torch.Tensor]) -> float:
+def _grad_sq(flats: dict[str, torch.Tensor],
+             divisor: dict[str, torch.Tensor] | None = None) -> float:
     """The squared norm of the gradients (``p.*``, flat float tensors) in a push or in a step's
-    mean: a dot product each, no copy (this runs in every synchronous step)."""
-    return sum(float(torch.dot(v, v)) for k, v in flats.items() if k.startswith("p."))
+    mean: a dot product each, no copy (this runs in every synchronous step); with
+    ``divisor``, of the gradients divided by it element-wise (preconditioned)."""
+    if divisor is None:
+        return sum(float(torch.dot(v, v)) for k, v in flats.items() if k.startswith("p."))
+    return sum(float(torch.sum((v / divisor[k]) ** 2)) for k, v in flats.items()
+               if k in divisor)
+
+
+PRECONDITION_AFTER_STEPS = 5
+"""Adam's second moment is trusted as a preconditioner from this many steps on (AdaptDL's
+``AdamGradientNoiseScale``, which Pollux ships, waits as many)."""
+
+
+def adam_divisor(opt: torch.optim.Optimizer,
+                 params: dict[str, torch.nn.Parameter]) -> dict[str, torch.Tensor] | None:
+    """Adam's element-wise step divisor ``sqrt(v_hat) + eps`` of each flat parameter: the
+    preconditioner of Pollux's noise scale for Adam (Qiao et al., OSDI 2021, §3.1: the
+    noise scale of the preconditioned gradient). None for another optimiser, or before
+    :data:`PRECONDITION_AFTER_STEPS` steps."""
+    if not isinstance(opt, torch.optim.Adam):
+        return None
+    beta2, eps = opt.param_groups[0]["betas"][1], opt.param_groups[0]["eps"]
+    out = {}
+    for key, param in params.items():
+        state = opt.state.get(param, {})
+        step = float(state.get("step", 0))
+        if step < PRECONDITION_AFTER_STEPS or "exp_avg_sq" not in state:
+            return None
+        out[key] = (state["exp_avg_sq"].sqrt() / math.sqrt(1.0 - beta2 ** step)).add_(eps)
+    return out
 
 
 @ray.remote(max_concurrency=32)  # type: ignore[call-overload]
@@ -77,6 +106,7 @@ class ParameterServer:
         self.cached: tuple[int, Frame] = (-1, np.zeros(0, np.uint8))
         self.push_seconds = 0.0  # time spent serving pushes this epoch (decode, step, encode)
         self.noise = NoiseScale()  # the sync loop's gradient noise scale, this epoch
+        self.noise_adam = NoiseScale()  # the same of the Adam-preconditioned gradients
         self.step_done = self.pending_step = -1
         if checkpoint is not None:
             self._restore(checkpoint)
@@ -136,6 +166,7 @@ class ParameterServer:
             self.epoch, self.applied, self.samples_this_epoch = epoch, [], 0
             self.push_seconds = 0.0
             self.noise.reset()
+            self.noise_adam.reset()
             self.applier.ledger.reset()
             self.clock = dict.fromkeys(workers, 0)
             self.active, self.pending = set(workers), {}
@@ -201,6 +232,10 @@ class ParameterServer:
         self.applier.ledger.step(version if p.base < 0 else min(p.base, version) for p in pushes)
         mean = mean_pushes(pushes)
         self.noise.observe([(len(p.ids), _grad_sq(p.flats)) for p in pushes], _grad_sq(mean))
+        divisor = adam_divisor(self.opt, self.flat_params)  # before this step's update
+        if divisor is not None:
+            self.noise_adam.observe([(len(p.ids), _grad_sq(p.flats, divisor)) for p in pushes],
+                                    _grad_sq(mean, divisor))
         self._apply(mean)
         self.samples_this_epoch += total
         self.pending, self.step_done = {}, self.pending_step
@@ -237,4 +272,5 @@ class ParameterServer:
                     "staleness_mean": self.applier.ledger.mean,
                     "staleness_max": self.applier.ledger.max,
                     "noise_scale": self.noise.simple(),
+                    "noise_scale_adam": self.noise_adam.simple(),
                     "validation_seconds": time.perf_counter() - t0}

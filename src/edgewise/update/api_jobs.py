@@ -180,6 +180,8 @@ def _events(spec: TrainJobSpec, ctx: JobContext) -> Any:
                 ctx.metric(name, value, step=step)
             if r.noise_scale is not None:  # the sync loop's, with two workers or more
                 ctx.metric("gradient_noise_scale", r.noise_scale, step=step)
+            if r.noise_scale_adam is not None:  # the same, preconditioned by Adam's step
+                ctx.metric("gradient_noise_scale_adam", r.noise_scale_adam, step=step)
             done[0] = step / spec.epochs
             ctx.progress(done[0], epoch=step, epochs=spec.epochs,
                          val_accuracy=r.val_accuracy)
