@@ -97,7 +97,7 @@ def plan_json(problem: UpdateProblem, plan: UpdatePlan) -> dict[str, Any]:
     sim = score(problem, plan)
     return {
         "policy": plan.policy, "samples": problem.n_samples,
-        "predicted_epoch_s": plan.predicted_epoch_s,
+        "predicted_epoch_s": plan.predicted_epoch_s, "noise_scale": problem.noise_scale,
         "workers": [{"device": w.device, "type": w.device_type, "state": list(w.state),
                      "shard": plan.shards.get(w.device, 0),
                      "batch": plan.batch_sizes.get(w.device),
@@ -133,9 +133,11 @@ def _models(name: str, cluster: Cluster) -> dict[str, PerfModel]:
 
 
 def _plan(cluster: Cluster, policy: str, states: list[str], samples: int,
-          models: str = CALIBRATED) -> tuple[UpdateProblem, UpdatePlan]:
+          models: str = CALIBRATED, noise_scale: float | None = None
+          ) -> tuple[UpdateProblem, UpdatePlan]:
     given = parse_states(states)
-    problem = cluster_problem(cluster, given, samples, models=_models(models, cluster))
+    problem = cluster_problem(cluster, given, samples, models=_models(models, cluster),
+                              noise_scale=noise_scale)
     unknown = sorted(set(given) - {w.device for w in problem.workers})
     if unknown:
         raise ConfigError(f"not worker devices of the cluster: {', '.join(unknown)}",
@@ -155,6 +157,11 @@ def _name(models: str) -> str:
     return models
 
 
+NoiseScaleOpt = typer.Option(None, "--noise-scale", min=1e-9, help="the workload's "
+                             "gradient noise scale in samples, for --policy "
+                             "deep-edge-goodput (a synchronous run measures it: the Adam-"
+                             "preconditioned figure in its epoch table's caption)")
+
 WorkloadOpt = typer.Option(None, "--workload", help="a workload YAML (your model and data, "
                            "docs/workloads.md); validated by a dry run before anything starts")
 
@@ -173,6 +180,7 @@ def plan(file: ClusterFile, policy: str = PolicyName, state: list[str] = States,
          samples: int = typer.Option(3855, min=1, help="|M|, samples to train (with "
                                      "--workload: its training samples)"),
          workload: Path | None = WorkloadOpt, models: str = ModelsOpt,
+         noise_scale: float | None = NoiseScaleOpt,
          as_json: bool = typer.Option(False, "--json", help="print one JSON object")) -> None:
     """Plan the model update of a cluster: workers, shards, batch sizes, predicted epoch time
     and predicted pressure on each background app."""
@@ -182,7 +190,7 @@ def plan(file: ClusterFile, policy: str = PolicyName, state: list[str] = States,
                                    state_dir() / "models")
     if note:
         err.print(note, highlight=False)
-    problem, result = _plan(cluster, policy, state, found or samples, models)
+    problem, result = _plan(cluster, policy, state, found or samples, models, noise_scale)
     if as_json:
         print(json.dumps({**plan_json(problem, result), "models": models}))
     else:
@@ -199,12 +207,13 @@ def run(file: ClusterFile, policy: str = PolicyName, state: list[str] = States,
         models: str = ModelsOpt, mode: str = ModeOpt,
         apps: bool = typer.Option(True, "--apps/--no-apps",
                                   help="run the cluster's background apps beside the "
-                                  "training (--no-apps: train alone)")) -> None:
+                                  "training (--no-apps: train alone)"),
+        noise_scale: float | None = NoiseScaleOpt) -> None:
     """Plan with POLICY, then run the update on the cluster (emulated, or joined with
     --address) with every background app really running, training the digits CNN or, with
     --workload, your model on your data; report epochs and each app's deadline misses."""
     run_plan(file, policy, state, epochs, target_accuracy, address, workload, _name(models),
-             checked_mode(mode), apps)
+             checked_mode(mode), apps, noise_scale)
 
 
 # A Nano under CPU and GPU stress: SIFT meets its deadline idle (175 ms) but not with training.
@@ -214,7 +223,8 @@ DEMO_STATE = "nano-2=65,75,30"
 def run_plan(file: Path, policy: str, state: list[str], epochs: int,
              target_accuracy: float, address: str | None = None,
              workload_file: Path | None = None, models: str = CALIBRATED,
-             mode: Mode = DEFAULT_MODE, apps: bool = True) -> UpdateRun:
+             mode: Mode = DEFAULT_MODE, apps: bool = True,
+             noise_scale: float | None = None) -> UpdateRun:
     """Plan (with the performance models ``models``), show the plan, run it with the
     background apps (on the emulated cluster, or the one at ``address``), show the
     measurements."""
@@ -225,7 +235,7 @@ def run_plan(file: Path, policy: str, state: list[str], epochs: int,
                                    state_dir() / "models")
     if note:
         err.print(note, highlight=False)
-    problem, result = _plan(cluster, policy, state, samples, models)
+    problem, result = _plan(cluster, policy, state, samples, models, noise_scale)
     print_fitted(plan_table(problem, result, models), out)
     with stage("starting the cluster"):
         runtime = connect(cluster, address or None)

@@ -63,6 +63,10 @@ class UpdateProblem:
     epochs: int = 1
     transfer_s_per_sample: Mapping[str, float] = field(default_factory=dict)
     init_s: Mapping[str, float] = field(default_factory=dict)
+    noise_scale: float | None = None
+    """The workload's gradient noise scale in samples (Adam-preconditioned for Adam,
+    docs/runtime.md), which the ``deep-edge-goodput`` policy weighs batches with; None:
+    unknown."""
 
     def __post_init__(self) -> None:
         if not self.workers:
@@ -81,6 +85,9 @@ class UpdateProblem:
         names = [w.device for w in self.workers]
         if len(set(names)) != len(names):
             raise ConfigError("worker devices must be unique", field="workers")
+        if self.noise_scale is not None and not self.noise_scale > 0:
+            raise ConfigError(f"must be above 0 samples, got {self.noise_scale}",
+                              field="noise_scale")
 
 
 @dataclass(frozen=True, slots=True)

@@ -36,7 +36,8 @@ Events = Callable[[str, dict[str, Any]], None]
 
 def cluster_problem(cluster: Cluster, states: dict[str, tuple[float, float, float]],
                     n_samples: int, ps_state: tuple[float, float, float] = (10.0, 0.0, 30.0),
-                    models: Mapping[str, PerfModel] | None = None) -> UpdateProblem:
+                    models: Mapping[str, PerfModel] | None = None,
+                    noise_scale: float | None = None) -> UpdateProblem:
     """The update problem of a cluster file: its workers, their background apps (δ = the
     deadline), the given states (idle by the calibrated model otherwise) and the performance
     models by device type (default: the calibrated ones; e.g. learned from a workload's
@@ -49,7 +50,7 @@ def cluster_problem(cluster: Cluster, states: dict[str, tuple[float, float, floa
         workers.append(WorkerState(d.name, d.type, states.get(d.name, idle), apps))  # type: ignore[arg-type]
     chosen: dict[str, PerfModel] = {w.device_type: calibrated(w.device_type) for w in workers}
     chosen.update({t: m for t, m in (models or {}).items() if t in chosen})
-    return UpdateProblem(tuple(workers), ps_state, n_samples, chosen)
+    return UpdateProblem(tuple(workers), ps_state, n_samples, chosen, noise_scale=noise_scale)
 
 
 def to_train_plan(cluster: Cluster, plan: UpdatePlan, n_samples: int) -> TrainPlan:
