@@ -3,6 +3,8 @@ ratios of the medians (``suites.time_to_accuracy.figures_of``), on hand-made cur
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from edgewise.suites.time_to_accuracy import figures_of
@@ -56,3 +58,34 @@ def test_one_run_gives_that_runs_figures() -> None:
                                        "fair/sync": 6.0, "ray-train-ddp": 4.0,
                                        "single-device": 30.0}
     assert f["tta_speedup_deep_edge_over_fair"] == pytest.approx(6.0 / 2.0)
+
+
+def test_the_goodput_arm_has_its_own_speed_up_and_the_noise_scale_it_planned_with() -> None:
+    runs = []
+    for noise, accs in ((300.0, [0.5, 0.95]), (500.0, [0.5, 0.5, 0.91])):
+        run = _run([0.1, 0.95], [0.1, 0.1, 0.95], [0.95])  # de 4, fair 9 device seconds
+        run["deep-edge-goodput/sync"] = ArmResult(
+            "deep-edge-goodput/sync", tuple(accs), tuple(1.5 * (i + 1) for i in range(len(accs))),
+            extra={"planned_noise_scale": noise})
+        runs.append(run)
+    f = figures_of(runs, 0.9)
+    assert f["tta_device_seconds"]["deep-edge-goodput/sync"] == pytest.approx(3.75)  # 3, 4.5
+    assert f["tta_speedup_deep_edge_goodput_over_fair"] == pytest.approx(9.0 / 3.75, abs=1e-4)
+    assert f["tta_speedup_deep_edge_over_fair"] == pytest.approx(9.0 / 2.0)  # async, not goodput
+    assert f["goodput_noise_scale"] == 400.0
+    assert f["tta_ratio_best_to_ray_train_ddp"] == pytest.approx(2.0 / 4.0)  # async's 2.0
+
+
+def test_the_goodput_arm_takes_fair_syncs_measured_noise_scale_or_says_why_not() -> None:
+    from edgewise.errors import ConfigError
+    from edgewise.suites.time_to_accuracy import _arm
+    from edgewise.suites.tta_arms import TTASetup, measured_noise_scale
+
+    fair = ArmResult("fair/sync", (0.5,), (1.0,), extra={"noise_scale_adam": 312.5})
+    assert measured_noise_scale(fair) == 312.5
+    assert measured_noise_scale(ArmResult("fair/sync", (0.5,), (1.0,))) is None
+    setup = TTASetup(Path("spec.yaml"), 2, 0, 0.9)
+    for earlier in ({}, {"fair/sync": ArmResult("fair/sync", (0.5,), (1.0,))}):
+        with pytest.raises(ConfigError, match="race fair/sync too") as raised:
+            _arm("deep-edge-goodput/sync", setup, None, [], None, earlier)  # type: ignore[arg-type]
+        assert raised.value.field == "--arms"

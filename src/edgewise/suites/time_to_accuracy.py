@@ -12,6 +12,9 @@ testbed where the host can run one (root, ip, tc, cgroups) and emulates elsewher
 - ``deep-edge/async``, ``deep-edge/sync``, ``fair/async``, ``fair/sync``: the policy plans,
   the engine trains the plan with that loop (``async``: its staleness treatment); the plan's
   fastest worker evaluates each epoch;
+- ``deep-edge-goodput/sync``: the same with the ``deep-edge-goodput`` policy, planned with
+  the gradient noise scale ``fair/sync`` measured in the same run (the mean of its
+  Adam-preconditioned readings), after it;
 - ``ray-train-ddp``: Ray Train's TorchTrainer, DDP over gloo, one rank per worker device
   (placed by the devices' node labels on a testbed), equal shards, batch 32 per rank; the
   rank on the fastest device evaluates, at its device's speed;
@@ -33,7 +36,6 @@ the bytes each sample moves in that run.
 
 from __future__ import annotations
 
-import math
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -41,13 +43,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from edgewise.bench import BenchContext, BenchOption, BenchSpec, Figures
 from edgewise.cluster.examples import example_path
 from edgewise.errors import ConfigError
 from edgewise.runtime.ray_cluster import RayRuntime
-from edgewise.suites.tta_arms import ArmResult, TTASetup, edgewise_arm, shapes_setup
+from edgewise.suites.tta_arms import (
+    ArmResult,
+    TTASetup,
+    edgewise_arm,
+    measured_noise_scale,
+    shapes_setup,
+)
+from edgewise.suites.tta_figures import ARMS, GOODPUT_ARM, NOISE_FROM, figures_of
 from edgewise.testbed.plan import DEFAULT_SUBNET
 
 __all__ = ["ARMS", "SPEC", "WHERE", "figures_of", "plots", "real", "where_to_run"]
@@ -55,72 +62,6 @@ __all__ = ["ARMS", "SPEC", "WHERE", "figures_of", "plots", "real", "where_to_run
 WHERE = ("auto", "testbed", "emulated")
 RACE_CLUSTER = "deep-edge-testbed.yaml"
 SCALING_CLUSTER = "three-nanos.yaml"
-
-ARMS = ("deep-edge/async", "deep-edge/sync", "fair/async", "fair/sync", "ray-train-ddp",
-        "single-device")
-
-
-def _ratio(a: float | None, b: float | None) -> float | None:
-    return None if a is None or b is None or b <= 0 else round(a / b, 4)
-
-
-def _median(values: list[float | None]) -> float | None:
-    """The median, a None (never reached) counting as longer than any time; None if the
-    median itself is one, or there are no values."""
-    if not values:
-        return None
-    found = float(np.median([math.inf if v is None else v for v in values]))
-    return None if math.isinf(found) else round(found, 4)
-
-
-def _best(values: dict[str, float | None], names: list[str]) -> float | None:
-    return min((t for n in names if (t := values.get(n)) is not None), default=None)
-
-
-def figures_of(runs: list[dict[str, ArmResult]], target: float) -> Figures:
-    """The race's keys from the arms' curves, over repeated runs (one seed each): every
-    figure is the median over the runs of the arm's own figure (a time to accuracy never
-    reached counts as longer than any), and the ratios are those of the medians."""
-    arms = [n for n in ARMS if any(n in run for run in runs)]
-
-    def per_run(name: str, of: Any) -> list[Any]:
-        return [of(run[name]) for run in runs if name in run]
-
-    tta_runs = {n: per_run(n, lambda r: None if (t := r.tta(target)) is None else round(t, 2))
-                for n in arms}
-    tta = {n: _median(v) for n, v in tta_runs.items()}
-    final = {n: _median(per_run(n, lambda r: r.final_accuracy)) for n in arms}
-    epoch = {n: _median(per_run(n, lambda r: r.epoch_device_seconds)) for n in arms}
-    edgewise = [n for n in ARMS[:4] if n in arms]
-    de = [n for n in edgewise if n.startswith("deep-edge")]
-    fair = [n for n in edgewise if n.startswith("fair")]
-    best = _best(tta, edgewise)
-    da, ds = final.get("deep-edge/async"), final.get("deep-edge/sync")
-    stale = [v for v in per_run("deep-edge/async", lambda r: r.staleness_mean) if v is not None] \
-        if "deep-edge/async" in arms else []
-    misses: dict[str, dict[str, int]] = {}
-    for run in runs:
-        for n, r in run.items():
-            for app, count in (r.deadline_misses or {}).items():
-                misses.setdefault(n, {})[app] = misses.get(n, {}).get(app, 0) + count
-    return {
-        "repeats": len(runs),
-        "tta_device_seconds": tta,
-        "tta_device_seconds_runs": tta_runs,
-        "final_accuracy": final,
-        "async_final_accuracy": da,
-        "async_minus_sync_final_accuracy": None if da is None or ds is None else round(da - ds, 4),
-        "staleness_mean": round(float(np.mean(stale)), 4) if stale else None,
-        "tta_ratio_best_to_ray_train_ddp": _ratio(best, tta.get("ray-train-ddp")),
-        "tta_ratio_best_to_single_device": _ratio(best, tta.get("single-device")),
-        "tta_speedup_deep_edge_over_fair": _ratio(_best(tta, fair), _best(tta, de)),
-        "epoch_speedup_deep_edge_over_fair": _ratio(_best(epoch, fair), _best(epoch, de)),
-        "deadline_misses": misses,
-        "curves": {n: [{"device_seconds": [round(t, 2) for t in r.device_seconds],
-                        "val_accuracy": [round(a, 4) for a in r.accuracies]}
-                       for r in per_run(n, lambda r: r)] for n in arms},
-    }
-
 
 def where_to_run(where: str, missing: list[str]) -> str:
     """``testbed`` or ``emulated`` for the ``--where`` asked, given what the host lacks for a
@@ -205,7 +146,7 @@ def _scaling(runtime: RayRuntime, seed: int, epochs: int) -> Figures:
 
 
 def _arm(arm: str, setup: TTASetup, runtime: RayRuntime, workers: list[str],
-         gloo_ifname: str | None) -> ArmResult:
+         gloo_ifname: str | None, earlier: dict[str, ArmResult]) -> ArmResult:
     from edgewise.suites.tta_ddp import fastest_device, ray_train_ddp_arm, single_device_arm
 
     if arm == "ray-train-ddp":
@@ -213,7 +154,15 @@ def _arm(arm: str, setup: TTASetup, runtime: RayRuntime, workers: list[str],
     if arm == "single-device":
         return single_device_arm(runtime, setup, fastest_device(runtime, workers))
     policy, mode = arm.split("/")
-    return edgewise_arm(runtime, setup, policy, mode)
+    noise = None
+    if arm == GOODPUT_ARM:
+        noise = measured_noise_scale(earlier[NOISE_FROM]) if NOISE_FROM in earlier else None
+        if noise is None:
+            raise ConfigError(f"{GOODPUT_ARM} plans with the noise scale {NOISE_FROM} "
+                              f"measures in the same run: race {NOISE_FROM} too, for enough "
+                              "synchronous steps to measure one (Adam's fifth step on)",
+                              field="--arms")
+    return edgewise_arm(runtime, setup, policy, mode, noise_scale=noise)
 
 
 def _arms(setups: list[TTASetup], ctx: BenchContext, runtime: RayRuntime,
@@ -235,7 +184,7 @@ def _arms(setups: list[TTASetup], ctx: BenchContext, runtime: RayRuntime,
             share = (r * len(names) + i) / (len(setups) * len(names))
             ctx.progress(label, share)
             try:
-                results[arm] = _arm(arm, setup, runtime, workers, gloo_ifname)
+                results[arm] = _arm(arm, setup, runtime, workers, gloo_ifname, results)
             except EdgewiseError as exc:
                 failed[f"{arm}, seed {setup.seed}"] = why = str(exc).splitlines()[0][:300]
                 ctx.progress(f"{label} failed: {why}", share)

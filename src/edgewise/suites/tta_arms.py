@@ -14,7 +14,8 @@ import numpy as np
 from edgewise.cluster.examples import example_path
 from edgewise.runtime.ray_cluster import RayRuntime
 
-__all__ = ["ArmResult", "TTASetup", "app_misses", "curve_of", "edgewise_arm", "shapes_setup"]
+__all__ = ["ArmResult", "TTASetup", "app_misses", "curve_of", "edgewise_arm",
+           "measured_noise_scale", "shapes_setup"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,10 +83,17 @@ def shapes_setup(root: Path, per_class: int, seed: int) -> Path:
     return target
 
 
+def measured_noise_scale(arm: ArmResult) -> float | None:
+    """The mean of an arm's Adam-preconditioned noise-scale readings (one per ``sync``
+    epoch from Adam's fifth step on); None where it has none."""
+    return None if arm.extra is None else arm.extra.get("noise_scale_adam")
+
+
 def edgewise_arm(runtime: RayRuntime, setup: TTASetup, policy: str, mode: str,
-                 staleness: str | None = None) -> ArmResult:
+                 staleness: str | None = None, noise_scale: float | None = None) -> ArmResult:
     """Plan with ``policy`` over the runtime's cluster and train ``setup`` with ``mode``
-    (and, for ``async``, the staleness treatment ``staleness``; default the engine's)."""
+    (and, for ``async``, the staleness treatment ``staleness``; default the engine's);
+    ``noise_scale`` is the workload's, for ``deep-edge-goodput``."""
     from edgewise.nn.workload import load_workload, validate
     from edgewise.runtime.plan import TrainConfig
     from edgewise.update.policies import REGISTRY
@@ -93,7 +101,7 @@ def edgewise_arm(runtime: RayRuntime, setup: TTASetup, policy: str, mode: str,
 
     workload = load_workload(setup.spec)
     samples = validate(workload, seed=setup.seed).train_samples
-    problem = cluster_problem(runtime.cluster, {}, samples)
+    problem = cluster_problem(runtime.cluster, {}, samples, noise_scale=noise_scale)
     plan = REGISTRY.get(policy)(problem, np.random.default_rng(setup.seed))
     extra: dict[str, Any] = {} if staleness is None else {"staleness": staleness}
     config = TrainConfig(workload=workload, epochs=setup.epochs, seed=setup.seed,
@@ -104,6 +112,9 @@ def edgewise_arm(runtime: RayRuntime, setup: TTASetup, policy: str, mode: str,
     accs, times = curve_of([r.val_accuracy for r in records],
                            [r.device_seconds for r in records])
     stale = float(np.mean([r.staleness_mean for r in records])) if records else None
+    noise = [r.noise_scale_adam for r in records if r.noise_scale_adam is not None]
     return ArmResult(f"{policy}/{mode}", accs, times, stale, app_misses(done.apps),
                      {"shards": dict(done.train_plan.shards),
-                      "batch_sizes": dict(done.train_plan.batch_sizes)})
+                      "batch_sizes": dict(done.train_plan.batch_sizes),
+                      "noise_scale_adam": round(float(np.mean(noise)), 1) if noise else None,
+                      "planned_noise_scale": noise_scale})
