@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from edgewise.errors import InfeasibleError
 from edgewise.update.policies import get_policy
-from edgewise.update.problem import AppLimit, UpdateProblem, WorkerState
+from edgewise.update.problem import AppLimit, UpdatePlan, UpdateProblem, WorkerState
 from edgewise.update.sim import score
 from tests.update.stub import StubModel
 
@@ -31,20 +31,37 @@ def _problem(states: list[tuple[float, float, float]], types: list[str],
     return UpdateProblem(workers, (20.0, 0.0, 30.0), n, MODELS, b_min=8, b_max=128)
 
 
+def plans_or_both_infeasible(problem: UpdateProblem, reference: str,
+                             policy: str) -> tuple[UpdatePlan, UpdatePlan] | None:
+    """The reference policy's plan and ``policy``'s (checked valid), or None where the
+    reference finds the problem infeasible, after checking that ``policy`` does too."""
+    try:
+        base = get_policy(reference)(problem, RNG)
+    except InfeasibleError:
+        with pytest.raises(InfeasibleError):
+            get_policy(policy)(problem, RNG)
+        return None
+    plan = get_policy(policy)(problem, RNG)
+    assert_valid_plan(problem, plan)
+    return base, plan
+
+
+def assert_valid_plan(problem: UpdateProblem, plan: UpdatePlan) -> None:
+    """Every sample in one shard, batches within [8, 128], no app deadline or memory limit
+    predicted to be broken."""
+    assert sum(plan.shards.values()) == problem.n_samples
+    assert all(8 <= plan.batch_sizes[w] <= 128 for w in plan.workers)
+    assert not score(problem, plan).violations
+
+
 @settings(max_examples=40, deadline=None)
 @given(st.lists(st.tuples(state, st.sampled_from(["fast", "slow"])), min_size=1, max_size=4))
 def test_deep_edge_is_feasible_and_close_to_exact(workers: list) -> None:
     problem = _problem([s for s, _ in workers], [t for _, t in workers])
-    try:
-        best = get_policy("exact")(problem, RNG)
-    except InfeasibleError:
-        with pytest.raises(InfeasibleError):
-            get_policy("deep-edge")(problem, RNG)
+    both = plans_or_both_infeasible(problem, "exact", "deep-edge")
+    if both is None:
         return
-    plan = get_policy("deep-edge")(problem, RNG)
-    assert sum(plan.shards.values()) == problem.n_samples
-    assert all(8 <= plan.batch_sizes[w] <= 128 for w in plan.workers)
-    assert not score(problem, plan).violations
+    best, plan = both
     assert plan.predicted_epoch_s >= best.predicted_epoch_s * (1 - 1e-9)
     assert plan.predicted_epoch_s <= best.predicted_epoch_s * 1.25
 
