@@ -91,7 +91,7 @@ def test_beat_after_unregister_does_not_resurrect() -> None:
 
 def test_a_silence_every_member_shares_is_the_monitors_and_kills_nobody() -> None:
     """The served manager's monitor heard nobody for 1.7 s on a loaded host and struck
-    three healthy devices (2026-12-02): a pause shared by all is not each member's."""
+    four healthy devices (2026-12-02): a pause shared by all is not each member's."""
     table = HeartbeatTable(period_s=1.0)
     for member in (WORKER, PS, AGENT):
         table.register(member, now=0.0)

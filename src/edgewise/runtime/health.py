@@ -22,7 +22,7 @@ ALL_SILENT_PERIODS = 5.0
 """How long every member of a table may be silent at once before they count as dead.
 Members that all fall silent together point at the monitor or the host, not at each member:
 in a loaded suite run (2026-12-02) the served manager's monitor heard nobody for 1.7 s, then
-declared six members of three devices dead in one poll, and the job's re-plan struck three
+declared six members of four devices dead in one poll, and the job's re-plan struck four
 healthy devices. A silence shared by every member is therefore forgiven for this long, and
 each member's clock starts again when beats resume; a member that dies while another beats
 is detected as before (within two periods). With one member there is nobody to compare

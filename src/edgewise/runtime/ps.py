@@ -38,8 +38,8 @@ def _grad_sq(flats: dict[str, torch.Tensor],
     ``divisor``, of the gradients divided by it element-wise (preconditioned)."""
     if divisor is None:
         return sum(float(torch.dot(v, v)) for k, v in flats.items() if k.startswith("p."))
-    return sum(float(torch.sum((v / divisor[k]) ** 2)) for k, v in flats.items()
-               if k in divisor)
+    scaled = (v / divisor[k] for k, v in flats.items() if k in divisor)  # one copy each
+    return sum(float(torch.dot(w, w)) for w in scaled)
 
 
 PRECONDITION_AFTER_STEPS = 5

@@ -80,7 +80,7 @@ def figures_of(runs: list[dict[str, ArmResult]], target: float) -> Figures:
         "tta_speedup_deep_edge_goodput_over_fair": _ratio(_best(tta, fair),
                                                           tta.get(GOODPUT_ARM)),
         "goodput_noise_scale": _median(per_run(GOODPUT_ARM, lambda r: (r.extra or {}).get(
-            "planned_noise_scale"))) if GOODPUT_ARM in arms else None,
+            "planned_noise_scale"))),
         "epoch_speedup_deep_edge_over_fair": _ratio(_best(epoch, fair), _best(epoch, de)),
         "deadline_misses": misses,
         "curves": {n: [{"device_seconds": [round(t, 2) for t in r.device_seconds],

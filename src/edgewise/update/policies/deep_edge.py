@@ -17,7 +17,7 @@ from edgewise.update.cost import (
 from edgewise.update.policies import register
 from edgewise.update.problem import UpdatePlan, UpdateProblem
 
-__all__ = ["algorithm_1", "deep_edge", "deep_edge_literal"]
+__all__ = ["algorithm_1", "batch_limits", "deep_edge", "deep_edge_literal"]
 
 Array = NDArray[np.float64]
 
@@ -57,7 +57,7 @@ def deep_edge(problem: UpdateProblem, rng: np.random.Generator) -> UpdatePlan:
     apps would miss their deadline at its largest memory-feasible batch is shrunk to the
     largest batch that keeps them within δ (halving), and dropped only if even b_min does
     not; everything else is :func:`deep_edge_literal`."""
-    return algorithm_1(problem, shrink=True, name="deep-edge")
+    return algorithm_1(problem, batch_limits(problem, shrink=True), "deep-edge")
 
 
 @register("deep-edge-literal")
@@ -74,18 +74,19 @@ def deep_edge_literal(problem: UpdateProblem, rng: np.random.Generator) -> Updat
 
     Raises InfeasibleError if no worker can take the job without a deadline violation.
     """
-    return algorithm_1(problem, shrink=False, name="deep-edge-literal")
+    return algorithm_1(problem, batch_limits(problem, shrink=False), "deep-edge-literal")
 
 
-def algorithm_1(problem: UpdateProblem, *, shrink: bool, name: str,
-                cap: int | None = None) -> UpdatePlan:
-    """Algorithm 1, each worker's batch at most ``cap`` where one is given (the goodput
-    policy's candidates, policies/goodput.py)."""
+def batch_limits(problem: UpdateProblem, *, shrink: bool) -> NDArray[np.int64]:
+    """Each worker's largest batch: GetMaxBatchSize (memory), and with ``shrink`` the
+    pressure on its apps too; 0 for a worker that cannot take the job."""
     max_b = max_batch_sizes(problem)
-    if shrink:
-        max_b = pressure_batch_caps(problem, max_b)
-    if cap is not None:
-        max_b = np.where(max_b > 0, np.maximum(np.minimum(max_b, cap), problem.b_min), 0)
+    return pressure_batch_caps(problem, max_b) if shrink else max_b
+
+
+def algorithm_1(problem: UpdateProblem, max_b: NDArray[np.int64], name: str) -> UpdatePlan:
+    """Algorithm 1 with each worker's batch at most ``max_b`` (:func:`batch_limits`; the
+    goodput policy caps them further, policies/goodput.py)."""
     active = [i for i in range(len(problem.workers)) if max_b[i] > 0]
     d = np.full(len(problem.workers), np.inf)
     best: tuple[float, Array, Array, Costs] | None = None

@@ -19,7 +19,7 @@ import numpy as np
 
 from edgewise.errors import ConfigError, InfeasibleError
 from edgewise.update.policies import register
-from edgewise.update.policies.deep_edge import algorithm_1
+from edgewise.update.policies.deep_edge import algorithm_1, batch_limits
 from edgewise.update.problem import UpdatePlan, UpdateProblem
 
 __all__ = ["batch_caps", "deep_edge_goodput", "epochs_factor", "time_to_target_s"]
@@ -54,16 +54,17 @@ def deep_edge_goodput(problem: UpdateProblem, rng: np.random.Generator) -> Updat
         raise ConfigError("deep-edge-goodput needs the workload's gradient noise scale "
                           "(--noise-scale; a synchronous run measures it: the "
                           "Adam-preconditioned figure, docs/runtime.md)", field="noise_scale")
-    best: tuple[float, UpdatePlan] | None = None
+    limits = batch_limits(problem, shrink=True)  # once: a cap only lowers them
+    plans, infeasible = [], None
     for cap in batch_caps(problem.b_min, problem.b_max):
+        capped = np.where(limits > 0, np.maximum(np.minimum(limits, cap), problem.b_min), 0)
         try:
-            plan = algorithm_1(problem, shrink=True, name="deep-edge-goodput", cap=cap)
-        except InfeasibleError:
-            continue
-        predicted = time_to_target_s(plan, problem.noise_scale)
-        if best is None or predicted <= best[0]:
-            best = (predicted, plan)
-    if best is None:
-        raise InfeasibleError("no worker can take the model update without a background app "
-                              "missing its deadline (or without running out of memory)")
-    return best[1]
+            plans.append(algorithm_1(problem, capped, "deep-edge-goodput"))
+        except InfeasibleError as exc:
+            infeasible = exc
+    if not plans:
+        assert infeasible is not None
+        raise infeasible
+    # the least predicted time to the target; on a tie the last (largest) cap
+    noise = problem.noise_scale
+    return min(reversed(plans), key=lambda plan: time_to_target_s(plan, noise))
