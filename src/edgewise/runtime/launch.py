@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import time
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -27,7 +28,7 @@ from edgewise.runtime.worker import Worker
 __all__ = ["PS_PROBE_S", "Attempt", "Interrupted", "MemberSpec", "await_all",
            "evaluate_epoch", "evaluator_device", "launch",
            "monitor_handle", "ps_get",
-           "start_ps", "start_worker"]
+           "settle", "start_ps", "start_worker"]
 
 
 class Interrupted(Exception):
@@ -51,6 +52,7 @@ class Attempt:
     closed: bool = False
     memory: MemoryWatch | None = None  # the devices' OOM kills at the start (not emulated)
     evaluator: str = ""  # the worker device that measures each epoch's validation metric
+    outstanding: list[Any] = field(default_factory=list)  # calls left running by a fault
 
     def lost_reason(self, device: str, otherwise: str,
                     timeout_s: float = PROBE_TIMEOUT_S) -> str:
@@ -67,6 +69,24 @@ class Attempt:
         for member in (*self.names.values(), self.ps_name):
             self.monitor.unregister.remote(member)
         release_members([*self.workers.values(), self.ps])
+        settle(self.outstanding)
+        self.outstanding = []
+
+
+SETTLE_S = 10.0
+"""How long a torn-down attempt waits for the calls a fault left running (a survivor's epoch
+whose server went away) to end, once their members are released."""
+
+
+def settle(refs: list[Any], timeout_s: float = SETTLE_S) -> None:
+    """Collect the results of calls nobody will read (they fail once their members are gone),
+    so that Ray does not print each failure as an unhandled error when they are dropped."""
+    if not refs:
+        return
+    done, _ = ray.wait(refs, num_returns=len(refs), timeout=timeout_s)
+    for ref in done:
+        with contextlib.suppress(RayError):
+            ray.get(ref)
 
 
 def monitor_handle(runtime: RayRuntime, heartbeat_s: float) -> Any:
@@ -281,10 +301,12 @@ def await_all(run: Attempt, futures: dict[str, Any], heartbeat_s: float,
                 # a worker fails too when the server it pushes to is gone: blame the server
                 ps_get(run, run.ps.progress.remote(), timeout_s=PS_PROBE_S)
                 reason = run.lost_reason(device, reason)
+                run.outstanding.extend(pending)
                 raise Interrupted(with_the_dead(run, [(device, member, reason)]),
                                   time.time()) from None
         lost = _lost(run, ray.get(run.monitor.dead.remote()))
         if lost:
+            run.outstanding.extend(pending)
             raise Interrupted(with_the_dead(run, lost), time.time())
         if not done:
             events("progress", {"samples": ps_get(run, run.ps.progress.remote())[1]})
