@@ -79,12 +79,30 @@ def test_solve_on_the_testbed_covers_every_sample_within_deadlines(client: TestC
     assert all(ms <= 200.0 for ms in plan["predicted_exec_ms"].values())
 
 
-@pytest.mark.parametrize("policy", ["deep-edge", "deep-edge-literal", "fair", "exact"])
+@pytest.mark.parametrize("policy", ["deep-edge", "deep-edge-literal", "deep-edge-goodput",
+                                    "fair", "exact"])
 def test_every_policy_answers(client: TestClient, policy: str) -> None:
-    response = client.post(f"{UPDATE}/solve", json=_testbed(policy=policy))
+    response = client.post(f"{UPDATE}/solve", json=_testbed(policy=policy, noise_scale=400.0))
     assert response.status_code == 200, response.text
     assert response.json()["policy"] == policy
     assert sum(response.json()["shards"].values()) == 3855
+
+
+def test_goodput_plans_with_the_noise_scale_it_is_given(client: TestClient) -> None:
+    """A small noise scale makes every extra sample of the global batch cost epochs, so the
+    goodput plan's global batch is no larger than with a large one (where it is deep-edge's
+    plan: batch size then costs no epochs)."""
+    plans = {}
+    for noise_scale in (1.0, 1e6):
+        response = client.post(f"{UPDATE}/solve", json=_testbed(policy="deep-edge-goodput",
+                                                                  noise_scale=noise_scale))
+        assert response.status_code == 200, response.text
+        plans[noise_scale] = response.json()
+    deep_edge = client.post(f"{UPDATE}/solve", json=_testbed()).json()
+    small, large = (sum(plans[n]["batch_sizes"].values()) for n in (1.0, 1e6))
+    assert small < large
+    assert plans[1e6]["batch_sizes"] == deep_edge["batch_sizes"]
+    assert plans[1e6]["shards"] == deep_edge["shards"]
 
 
 def test_a_loaded_worker_is_dropped_or_gets_a_smaller_batch(client: TestClient) -> None:
@@ -116,6 +134,9 @@ def test_infeasible_request_is_422_with_the_reason(client: TestClient) -> None:
         ({"workers": []}, "workers"),
         ({"ps_state": {"cpu": 101}}, "cpu"),
         ({"extra": 1}, "extra"),
+        ({"policy": "deep-edge-goodput"}, "noise_scale"),
+        ({"policy": "deep-edge-goodput", "noise_scale": 0.0}, "noise_scale"),
+        ({"noise_scale": "400"}, "noise_scale"),
     ],
 )
 def test_invalid_solve_requests_are_422(
@@ -312,3 +333,23 @@ def test_http_update_jobs_default_to_the_engines_loop() -> None:
 
     assert LaunchRequest.model_fields["mode"].default == DEFAULT_MODE
     assert TrainJobSpec.model_fields["mode"].default == DEFAULT_MODE
+
+
+def test_an_update_job_plans_with_goodput_and_its_noise_scale(cluster: Cluster) -> None:
+    """A job's spec takes ``deep-edge-goodput`` with the noise scale it plans with (and a
+    re-plan after a fault keeps it, in the problem); without one the spec is refused."""
+    from pydantic import ValidationError
+
+    from edgewise.update.api_jobs import build_plan
+    from edgewise.update.api_schemas import TrainJobSpec
+
+    workers = [d.name for d in cluster.devices if d.has_role("worker")]
+    spec = TrainJobSpec(policy="deep-edge-goodput", noise_scale=250.0)
+    planned = build_plan(cluster, spec, workers)
+    assert planned.problem.noise_scale == 250.0
+    assert planned.policy_plan is not None and planned.policy_plan.policy == "deep-edge-goodput"
+    assert sum(planned.train.shards.values()) == 1437
+    with pytest.raises(ValidationError, match="noise_scale"):
+        TrainJobSpec(policy="deep-edge-goodput")
+    given = TrainJobSpec(policy="deep-edge-goodput", shards=dict.fromkeys(workers[:1], 1437))
+    assert given.noise_scale is None  # given shards: no policy plans, no noise scale needed

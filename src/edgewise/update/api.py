@@ -81,6 +81,7 @@ def _problem(request: SolveRequest, models: dict[str, PerfModel]) -> UpdateProbl
         epsilon=request.epsilon,
         tau=request.tau,
         user_batch=request.user_batch,
+        noise_scale=request.noise_scale,
     )
 
 

@@ -109,7 +109,7 @@ def build_plan(cluster: Cluster, spec: TrainJobSpec, workers: list[str],
     sum to the training set's size ``n_samples`` (default: the 1,437 digits)."""
     n_samples = training_set_size() if n_samples is None else n_samples
     pool = cluster.without(frozenset(cluster.device_names) - set(workers) - _servers(cluster))
-    problem = cluster_problem(pool, {}, n_samples)
+    problem = cluster_problem(pool, {}, n_samples, noise_scale=spec.noise_scale)
     planned: UpdatePlan | None = None
     if spec.shards is None and spec.policy != "equal":
         planned = get_policy(spec.policy)(problem, np.random.default_rng(spec.seed))

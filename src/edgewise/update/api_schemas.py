@@ -31,7 +31,7 @@ MAX_WORKERS = 1024
 MAX_APPS = 16
 """Background apps per worker in a solve request."""
 
-PolicyName = Literal["deep-edge", "deep-edge-literal", "fair", "exact"]
+PolicyName = Literal["deep-edge", "deep-edge-literal", "deep-edge-goodput", "fair", "exact"]
 EXACT_MAX_WORKERS = 6
 """The exact oracle enumerates every subset and batch: 8 workers took 80 s and 2.8 GB."""
 PlainName = Annotated[str, StringConstraints(pattern=NAME_PATTERN)]
@@ -41,6 +41,14 @@ MAX_SEED = 2**53 - 1
 """Seeds up to 2**53 - 1: the largest integer that JSON readers that parse numbers as
 doubles (the OpenAPI document's readers among them) keep exact."""
 Millis = Annotated[float, Field(gt=0, le=1e7)]
+NoiseScale = Annotated[float, Field(gt=0, le=1e9)]
+"""A gradient noise scale B_simple, in samples (``runtime.noise_scale``)."""
+
+
+def _goodput_has_its_noise_scale(policy: str, noise_scale: float | None) -> None:
+    if policy == "deep-edge-goodput" and noise_scale is None:
+        raise ValueError("noise_scale: the deep-edge-goodput policy needs the gradient noise "
+                         "scale in samples (a run's gradient_noise_scale_adam metric)")
 
 _STRICT = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
 
@@ -102,11 +110,15 @@ class SolveRequest(BaseModel):
     ps_state: StateSpec = Field(default_factory=StateSpec)
     models: PlainName = CALIBRATED
     seed: int | None = Field(default=None, ge=0, le=MAX_SEED)
+    noise_scale: NoiseScale | None = Field(
+        default=None, description="the gradient noise scale in samples, which "
+        "deep-edge-goodput weighs batch size by (a run's gradient_noise_scale_adam metric)")
 
     @model_validator(mode="after")
     def _unique_names(self) -> SolveRequest:
         if self.policy == "exact" and len(self.workers) > EXACT_MAX_WORKERS:
             raise ValueError(f"the exact policy is limited to {EXACT_MAX_WORKERS} workers")
+        _goodput_has_its_noise_scale(self.policy, self.noise_scale)
         devices = [w.device for w in self.workers]
         if len(set(devices)) != len(devices):
             raise ValueError("worker devices must be unique")
@@ -213,8 +225,11 @@ class TrainJobSpec(BaseModel):
         "async (stale gradients treated) or async-paper (Deep-Edge's: every gradient applied "
         "as it arrives)")
     epochs: int = Field(default=5, ge=1, le=100)
-    policy: Literal["deep-edge", "fair", "equal"] = Field(
+    policy: Literal["deep-edge", "deep-edge-goodput", "fair", "equal"] = Field(
         default="equal", description="how shards and batches are planned without ``shards``")
+    noise_scale: NoiseScale | None = Field(
+        default=None, description="the gradient noise scale in samples that "
+        "deep-edge-goodput plans with (a run's gradient_noise_scale_adam metric)")
     workers: list[DeviceName] | None = Field(
         default=None, min_length=1, max_length=MAX_DEVICES,
         description="worker devices; default: every device with the worker role")
@@ -234,5 +249,7 @@ class TrainJobSpec(BaseModel):
     def _unique_workers(self) -> TrainJobSpec:
         if self.workers is not None and len(set(self.workers)) != len(self.workers):
             raise ValueError("worker names must be unique")
+        if self.shards is None:
+            _goodput_has_its_noise_scale(self.policy, self.noise_scale)
         return self
 
