@@ -17,6 +17,16 @@ sizes give unbiased estimates (their Appendix A.1)::
 
 Each step's estimates are noisy (and may be negative); as the paper advises, the numerator
 and the denominator are averaged over many steps (here: an epoch's) before dividing.
+
+The workers' estimates are pooled, not averaged: the sums of the numerators above over the
+sums of their divisors (``Σ (B |g_B|² − b_i |g_i|²) / Σ (B − b_i)``, and the same for the
+trace). Each numerator's expectation is its divisor times the true value, so the pooled
+figure is as unbiased as each, and it weighs each worker by how much its two batch sizes
+differ. A plain mean weighs them alike, and a worker holding most of the global batch (64 of
+68) divides its noise by a small ``B − b_i``: with batches 4 and 64 and the noise a quarter
+of the gradient's, the plain mean's relative spread over 1,500 steps was 0.185 and the
+pooled one's 0.023 (40 runs each, 2026-12-02; the case is fixed in
+``tests/runtime/test_noise_scale.py``).
 """
 
 from __future__ import annotations
@@ -29,10 +39,13 @@ __all__ = ["NoiseScale"]
 
 @dataclass
 class NoiseScale:
-    """The running sums of one epoch's estimates of ``|G|²`` and ``tr(Σ)``."""
+    """The running sums of one epoch's estimates of ``|G|²`` and ``tr(Σ)``: their pooled
+    numerators and divisors."""
 
     gradient_sq_sum: float = 0.0
+    gradient_sq_weight: float = 0.0
     trace_sum: float = 0.0
+    trace_weight: float = 0.0
     estimates: int = 0
 
     def observe(self, workers: Sequence[tuple[int, float]], mean_sq: float) -> None:
@@ -43,16 +56,21 @@ class NoiseScale:
         for batch, sq in workers:
             if batch <= 0 or batch >= total:
                 continue
-            self.gradient_sq_sum += (total * mean_sq - batch * sq) / (total - batch)
-            self.trace_sum += (sq - mean_sq) / (1.0 / batch - 1.0 / total)
+            self.gradient_sq_sum += total * mean_sq - batch * sq
+            self.gradient_sq_weight += total - batch
+            self.trace_sum += sq - mean_sq
+            self.trace_weight += 1.0 / batch - 1.0 / total
             self.estimates += 1
 
     def simple(self) -> float | None:
         """``B_simple`` in samples, from the estimates so far; None without any, or where the
-        averaged ``|G|²`` is not positive (the noise swamps the gradient)."""
+        pooled ``|G|²`` is not positive (the noise swamps the gradient)."""
         if self.estimates == 0 or self.gradient_sq_sum <= 0:
             return None
-        return max(0.0, self.trace_sum / self.gradient_sq_sum)
+        trace = self.trace_sum / self.trace_weight
+        return max(0.0, trace / (self.gradient_sq_sum / self.gradient_sq_weight))
 
     def reset(self) -> None:
-        self.gradient_sq_sum, self.trace_sum, self.estimates = 0.0, 0.0, 0
+        self.gradient_sq_sum = self.gradient_sq_weight = 0.0
+        self.trace_sum = self.trace_weight = 0.0
+        self.estimates = 0
