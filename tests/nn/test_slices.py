@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pickle
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -88,3 +89,28 @@ def test_a_missing_weight_is_named(small: LargeModel, tmp_path: Path) -> None:
 def test_unknown_large_model_is_a_config_error() -> None:
     with pytest.raises(ConfigError, match="vit-large"):
         large_spec("vit-gigantic")
+
+
+def test_the_scales_keep_the_published_depth_or_name_their_sibling(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``medium`` keeps each model's published depth (what a 16-way split needs) at a
+    narrower width, named apart from ``small`` so their weights never share a folder; an
+    unknown scale names the option."""
+    from edgewise.pipeline import scale_run
+
+    made: list[Any] = []
+    monkeypatch.setattr(scale_run, "prepare", lambda spec, folder, seed: made.append(
+        (spec, folder)))
+    for name, depth in (("vit-large", 24), ("vit-huge", 32), ("bert-large", 24)):
+        scale_run.load_model(name, tmp_path, scale="medium")
+        spec, folder = made[-1]
+        config = spec.kwargs()
+        assert config["num_hidden_layers"] == depth and config["hidden_size"] == 256
+        assert spec.name == f"{name}-medium" and folder == tmp_path / f"{name}-medium"
+    scale_run.load_model("vit-large", tmp_path, small=True)
+    assert made[-1][0].name == "vit-large-small"
+    assert made[-1][0].kwargs()["num_hidden_layers"] == 4
+    scale_run.load_model("vit-large", tmp_path)
+    assert made[-1][0].name == "vit-large" and made[-1][0].kwargs()["hidden_size"] == 1024
+    with pytest.raises(ConfigError, match="model-scale"):
+        scale_run.load_model("vit-large", tmp_path, scale="huge")

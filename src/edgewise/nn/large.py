@@ -73,14 +73,15 @@ LARGE: dict[str, LargeSpec] = {
 }
 
 
-def large_spec(name: str, **overrides: Any) -> LargeSpec:
+def large_spec(name: str, sibling: str = "small", **overrides: Any) -> LargeSpec:
     """The named model's spec, with config fields replaced (a small one of the same class
-    for tests: ``large_spec("vit-large", hidden_size=64, num_hidden_layers=2, ...)``)."""
+    for tests: ``large_spec("vit-large", hidden_size=64, num_hidden_layers=2, ...)``); a
+    spec with overrides is named ``NAME-SIBLING``."""
     if name not in LARGE:
         raise ConfigError(f"unknown large model {name!r}; known: {', '.join(LARGE)}",
                           field="model")
     base = LARGE[name]
-    return LargeSpec(name if not overrides else f"{name}-small", base.model_class,
+    return LargeSpec(name if not overrides else f"{name}-{sibling}", base.model_class,
                      base.config_class, tuple({**base.kwargs(), **overrides}.items()))
 
 

@@ -21,20 +21,39 @@ from edgewise.pipeline.scale import ScaleRun, cluster_problem, profile_gflops
 from edgewise.runtime.probe import measure_link_matrix
 from edgewise.runtime.ray_cluster import RayRuntime
 
-__all__ = ["SMALL", "ScaleSetup", "load_model", "plan_on", "run_json", "setup"]
+__all__ = ["MEDIUM", "SCALES", "SMALL", "ScaleSetup", "load_model", "plan_on", "run_json",
+           "setup"]
 
 SMALL = {"hidden_size": 64, "num_hidden_layers": 4, "num_attention_heads": 4,
          "intermediate_size": 128, "image_size": 32, "patch_size": 8, "seq_len": 16,
          "vocab_size": 1000}
 """A small model of the same class (``--small``): for trying the command quickly."""
 
+MEDIUM = {"hidden_size": 256, "num_attention_heads": 8, "intermediate_size": 1024,
+          "image_size": 64, "patch_size": 8, "seq_len": 64, "vocab_size": 8000}
+"""A sibling with the published depth (ViT-Large's 24 blocks, ViT-Huge's 32, BERT-Large's
+24) and a quarter of the width or less, for a host that cannot run the published sizes on
+16 testbed devices: a block computes for about 3 ms of one host core (ViT-Large's 24 blocks
+0.068 s a request, measured 2026-12-02), so a stage's compute, not Ray's per-call cost
+(about 0.7 ms of CPU), decides a pipeline's throughput, as it does at full size on real
+devices. Its memory is small: no device is too small for it."""
 
-def load_model(name: str, directory: Path, *, small: bool = False, seed: int = 0) -> LargeModel:
-    """The named large model (or its small sibling), weights under ``directory``/name."""
+SCALES = {"full": {}, "medium": MEDIUM, "small": SMALL}
+"""Model scales by name: config fields replaced in the published model's."""
+
+
+def load_model(name: str, directory: Path, *, small: bool = False, seed: int = 0,
+               scale: str | None = None) -> LargeModel:
+    """The named large model (or a sibling: ``scale`` ``medium`` or ``small``; ``small``
+    is ``scale="small"``), weights under ``directory``/name."""
     spec = large_spec(name)
-    if small:
+    scale = scale or ("small" if small else "full")
+    if scale not in SCALES:
+        raise ConfigError(f"the model scale is one of {', '.join(SCALES)}, got {scale!r}",
+                          field="--model-scale")
+    if SCALES[scale]:
         keys = set(spec.kwargs())
-        spec = large_spec(name, **{k: v for k, v in SMALL.items() if k in keys})
+        spec = large_spec(name, scale, **{k: v for k, v in SCALES[scale].items() if k in keys})
     return prepare(spec, directory / spec.name, seed)
 
 

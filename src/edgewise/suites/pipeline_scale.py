@@ -29,7 +29,7 @@ from edgewise.errors import ConfigError, InfeasibleError
 from edgewise.nn.large import LargeModel
 from edgewise.pipeline.dispatcher import Dispatcher, Result
 from edgewise.pipeline.scale import serve, whole_model_outputs
-from edgewise.pipeline.scale_run import ScaleSetup, load_model, plan_on, run_json, setup
+from edgewise.pipeline.scale_run import SCALES, ScaleSetup, load_model, plan_on, run_json, setup
 from edgewise.pipeline.workload import random_inputs
 from edgewise.testbed.host import require
 from edgewise.testbed.lifecycle import require_cgroups
@@ -51,7 +51,7 @@ class _Bench:
 
     def __init__(self, ctx: BenchContext, weights: Path) -> None:
         self.ctx, self.weights = ctx, weights
-        self.small = _scale(ctx) == "small"
+        self.scale = _scale(ctx)
         self.requests = int(ctx.option("requests"))
         self.runs: list[dict[str, Any]] = []
         self.counts = QUICK_COUNTS if ctx.quick else COUNTS
@@ -69,7 +69,7 @@ class _Bench:
         self.left[key] = sum(leftovers(name, require_cgroups()).values())
 
     def model(self, name: str) -> tuple[LargeModel, list[Any], list[Any]]:
-        lm = load_model(name, self.weights, small=self.small, seed=self.ctx.seed)
+        lm = load_model(name, self.weights, scale=self.scale, seed=self.ctx.seed)
         inputs = random_inputs(lm.example, self.requests, self.ctx.seed)
         return lm, inputs, whole_model_outputs(lm, inputs)
 
@@ -110,8 +110,8 @@ def _parts(ctx: BenchContext) -> list[str]:
 
 def _scale(ctx: BenchContext) -> str:
     scale = str(ctx.option("model_scale"))
-    if scale not in ("full", "small"):
-        raise ConfigError(f"--model-scale is full or small, got {scale!r}",
+    if scale not in SCALES:
+        raise ConfigError(f"--model-scale is {', '.join(SCALES)}, got {scale!r}",
                           field="--model-scale")
     return scale
 
@@ -199,7 +199,7 @@ def real(ctx: BenchContext) -> Figures:
                                                default=None),
             "bottleneck_busy_fraction_min": min(busy, default=None),
             "down_leftovers": sum(b.left.values()), "down_leftovers_by_testbed": b.left,
-            "model_scale": "small" if b.small else "full", "runs": b.runs}
+            "model_scale": b.scale, "runs": b.runs}
 
 
 SPEC = BenchSpec(
@@ -215,8 +215,10 @@ SPEC = BenchSpec(
         BenchOption("parts", ",".join(PARTS), "parts to run, comma-separated: "
                     + ", ".join(PARTS), kind="str"),
         BenchOption("requests", 24, "requests per run", minimum=6),
-        BenchOption("model_scale", "full", "full (ViT-Large/Huge as published) or small "
-                    "(siblings of 4 layers, hidden 64: for trying the bench)", kind="str"),
+        BenchOption("model_scale", "full", "full (ViT-Large/Huge as published), medium "
+                    "(their depth, hidden 256: compute-bound stages on a host too small for "
+                    "full size) or small (4 layers, hidden 64: for trying the bench)",
+                    kind="str"),
         BenchOption("measure_links", False, "plan the heterogeneous runs on measured links",
                     kind="bool"),
         BenchOption("runs_log", "", "append each run to this file as a JSON line as it ends",
