@@ -15,13 +15,17 @@ from edgewise.cluster.schema import cluster_from_dict
 from edgewise.errors import InfeasibleError
 from edgewise.nn.large import LargeModel, large_spec, prepare
 from edgewise.pipeline.policies import get_policy
+from edgewise.pipeline.problem import PipelinePlan
 from edgewise.pipeline.run import check_memory
 from edgewise.pipeline.scale import (
+    WINDOW_PER_STAGE,
     cluster_problem,
     profile_gflops,
     serve,
     whole_model_outputs,
+    window_for,
 )
+from edgewise.pipeline.sim import PipelineOutcome
 from edgewise.pipeline.workload import random_inputs
 from edgewise.runtime.ray_cluster import RayRuntime, start_local
 
@@ -81,3 +85,20 @@ def test_a_plan_that_does_not_fit_is_refused_naming_device_and_bytes(
         chain, memory_bytes=(2**40,) * chain.n_segments))
     with pytest.raises(InfeasibleError, match=r"needs \d+ bytes; device 'pi-0' has 4294967296"):
         check_memory(runtime, huge, plan)
+
+
+def _outcome(stages: int, latency_s: float, bottleneck_s: float) -> PipelineOutcome:
+    plan = PipelinePlan(tuple(range(stages + 1)), tuple(range(stages)), bottleneck_s, "even")
+    return PipelineOutcome("even", plan, (0.0,) * stages, (bottleneck_s,) * stages, 0.0,
+                           (0,) * stages, bottleneck_s, 1 / bottleneck_s if bottleneck_s
+                           else float("inf"), latency_s)
+
+
+def test_the_window_keeps_two_requests_per_stage_or_what_littles_law_asks() -> None:
+    """16 stages whose planned latency is 16 bottlenecks: Little's law alone would keep 18
+    in flight, about one a stage; the floor keeps two a stage plus two. A plan whose latency
+    is far longer than its stages (a slow return) gets Little's law's larger window."""
+    assert window_for(_outcome(16, 16 * 0.1, 0.1)) == WINDOW_PER_STAGE * 16 + 2 == 34
+    assert window_for(_outcome(4, 40 * 0.1, 0.1)) == 42
+    assert window_for(_outcome(1, 0.1, 0.1)) == 4
+    assert window_for(_outcome(3, 0.0, 0.0)) == 8  # a plan that computes nothing
