@@ -25,7 +25,7 @@ from edgewise.pipeline.problem import PipelinePlan, PipelineProblem
 from edgewise.pipeline.run import PipelineRun, execute
 from edgewise.pipeline.sim import PipelineOutcome, simulate
 from edgewise.runtime.ray_cluster import RayRuntime
-from edgewise.runtime.slice_profile import time_slice
+from edgewise.runtime.slice_profile import MIN_SECONDS, time_slice
 
 __all__ = ["RESERVE_MB", "WINDOW_PER_STAGE", "ScaleRun", "cluster_problem", "point_example",
            "profile_gflops", "serve", "whole_model_outputs", "window_for"]
@@ -57,10 +57,11 @@ def _one_block(chain: ModelChain, blocks: int) -> tuple[int, int]:
 
 
 def profile_gflops(runtime: RayRuntime, lm: LargeModel, devices: Sequence[str], *,
-                   repeats: int = 2) -> dict[str, float]:
+                   repeats: int = 2, min_seconds: float = MIN_SECONDS) -> dict[str, float]:
     """Each device's speed in GFLOP/s of the chain's FLOPs per wall second, as PipeEdge
-    profiles: one device of each type runs about one block of the model (its median of
-    ``repeats`` passes after a warm-up) and its type shares the figure."""
+    profiles: one device of each type runs about one block of the model (the mean of at
+    least ``repeats`` passes over at least ``min_seconds``, after a warm-up:
+    ``runtime.slice_profile``) and its type shares the figure."""
     chain = lm.partitioned.chain
     a, b = _one_block(chain, int(lm.spec.kwargs().get("num_hidden_layers", 1)))
     skeleton, ref = lm.payloads((a, b))[0]
@@ -71,7 +72,8 @@ def profile_gflops(runtime: RayRuntime, lm: LargeModel, devices: Sequence[str], 
     for name in devices:
         kind = runtime.cluster.device(name).type
         if kind not in by_type:
-            seconds = time_slice(runtime, name, skeleton, ref, x, memory_mb, repeats)
+            seconds = time_slice(runtime, name, skeleton, ref, x, memory_mb, repeats,
+                                 min_seconds)
             by_type[kind] = flops / 1e9 / max(seconds, 1e-9)
         out[name] = by_type[kind]
     return out
