@@ -8,6 +8,7 @@ import dataclasses
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -108,3 +109,29 @@ def test_the_window_keeps_two_requests_per_stage_or_what_littles_law_asks() -> N
     assert window_for(_outcome(4, 40 * 0.1, 0.1)) == 42
     assert window_for(_outcome(1, 0.1, 0.1)) == 4
     assert window_for(_outcome(3, 0.0, 0.0)) == 8  # a plan that computes nothing
+
+
+def test_the_run_json_counts_results_delivered_twice_apart_from_dropped_copies() -> None:
+    """``duplicates`` is what the dispatcher yielded twice (request ids seen twice);
+    ``duplicates_suppressed`` the late copies it dropped, which keep delivery exactly once."""
+    from types import SimpleNamespace
+
+    from edgewise.pipeline.scale_run import run_json
+
+    plan = PipelinePlan((0, 2, 4), (0, 1), 0.1, "even")
+
+    def done(ids: list[int], dropped: int) -> Any:
+        run = SimpleNamespace(outputs=[np.zeros(1)] * len(ids), request_ids=ids,
+                              duplicates=dropped, restarts=1, throughput_rps=5.0,
+                              stage_timings=[{"parameters": 3}, {"parameters": 4}])
+        return SimpleNamespace(run=run, busy=(0.5, 0.5), peak_bytes=(1, 1),
+                               device_bytes=(4, 4), window=6, max_abs_diff=0.0,
+                               outcome=SimpleNamespace(throughput_rps=10.0), steady_rps=5.0)
+
+    setup: Any = SimpleNamespace(runtime=SimpleNamespace(time_dilation=1.0), links="file")
+    problem: Any = SimpleNamespace(nodes=("a", "b"))
+    once = run_json(setup, problem, plan, done([0, 1, 2], dropped=1))
+    assert once["duplicates"] == 0 and once["duplicates_suppressed"] == 1
+    assert once["requests"] == 3 and once["in_order"]
+    twice = run_json(setup, problem, plan, done([0, 1, 1, 2], dropped=0))
+    assert twice["duplicates"] == 1 and twice["duplicates_suppressed"] == 0
