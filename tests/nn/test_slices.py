@@ -107,7 +107,7 @@ def test_the_scales_keep_the_published_depth_or_name_their_sibling(
         config = spec.kwargs()
         assert config["num_hidden_layers"] == depth and config["hidden_size"] == 256
         assert spec.name == f"{name}-medium" and folder == tmp_path / f"{name}-medium"
-    scale_run.load_model("vit-large", tmp_path, small=True)
+    scale_run.load_model("vit-large", tmp_path, scale="small")
     assert made[-1][0].name == "vit-large-small"
     assert made[-1][0].kwargs()["num_hidden_layers"] == 4
     scale_run.load_model("vit-large", tmp_path)

@@ -60,7 +60,7 @@ def scale(cluster: Path = typer.Argument(..., help="cluster YAML (its manager di
           seed: int = typer.Option(0), address: str = Address, as_json: AsJson = False) -> None:
     """Pipeline a ViT-Large/Huge or BERT-Large (seeded random weights, stage-local loading)
     over CLUSTER's devices with POLICY; check every output against the whole model."""
-    lm = load_model(model, weights_dir, small=small, seed=seed)
+    lm = load_model(model, weights_dir, scale="small" if small else "full", seed=seed)
     inputs = random_inputs(lm.example, requests, seed)
     reference = whole_model_outputs(lm, inputs)
     runtime = connect(load_cluster(cluster), address or None)

@@ -115,11 +115,9 @@ def window_for(outcome: PipelineOutcome) -> int:
     stages: ViT-Large's medium sibling on 16 testbed devices with the plan's window of 18
     streamed 7.3 results/s with no stage busy more than 66 % of the time (2026-12-02,
     docs/seifer.md)."""
-    stages = len(outcome.plan.nodes)
-    floor = WINDOW_PER_STAGE * stages + 2
-    if outcome.bottleneck_s <= 0:
-        return max(2, floor)
-    return max(math.ceil(outcome.latency_s / outcome.bottleneck_s) + 2, floor)
+    little = (math.ceil(outcome.latency_s / outcome.bottleneck_s) + 2
+              if outcome.bottleneck_s > 0 else 2)
+    return max(little, WINDOW_PER_STAGE * len(outcome.plan.nodes) + 2)
 
 
 @dataclass(frozen=True, slots=True)

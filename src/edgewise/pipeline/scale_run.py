@@ -42,12 +42,10 @@ SCALES = {"full": {}, "medium": MEDIUM, "small": SMALL}
 """Model scales by name: config fields replaced in the published model's."""
 
 
-def load_model(name: str, directory: Path, *, small: bool = False, seed: int = 0,
-               scale: str | None = None) -> LargeModel:
-    """The named large model (or a sibling: ``scale`` ``medium`` or ``small``; ``small``
-    is ``scale="small"``), weights under ``directory``/name."""
+def load_model(name: str, directory: Path, *, scale: str = "full", seed: int = 0) -> LargeModel:
+    """The named large model at ``scale`` (``full``, or the sibling ``medium`` or ``small``
+    of :data:`SCALES`), weights under ``directory``/name."""
     spec = large_spec(name)
-    scale = scale or ("small" if small else "full")
     if scale not in SCALES:
         raise ConfigError(f"the model scale is one of {', '.join(SCALES)}, got {scale!r}",
                           field="--model-scale")
