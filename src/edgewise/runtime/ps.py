@@ -226,7 +226,9 @@ class ParameterServer:
     def _maybe_step(self) -> None:
         if not self.pending or not self.active.issubset(self.pending):
             return
-        pushes = list(self.pending.values())
+        # in the workers' order, not their arrival's: the same sums in the same order, so a
+        # synchronous job run again with the same seed takes the same steps
+        pushes = [self.pending[w] for w in sorted(self.pending)]
         total = sum(len(p.ids) for p in pushes)
         version = self.updates
         self.applier.ledger.step(version if p.base < 0 else min(p.base, version) for p in pushes)

@@ -115,7 +115,9 @@ class Worker:
         """Train every sample of the shard once; returns the epoch's timings: compute per
         sample, and per batch the whole update and its parts (encoding the push, waiting
         for the server's reply, loading the weights it returned)."""
-        rng = np.random.default_rng([self.seed, epoch, _name_seed(self.name)])
+        # seeded by the device, not the member's name (which carries the job's id and
+        # attempt): a job run again with the same seed trains on the same batches
+        rng = np.random.default_rng([self.seed, epoch, _name_seed(self.device)])
         order = rng.permutation(len(self.ids))
         wall0 = time.perf_counter()
         spent = dict.fromkeys(("compute", "update", "encode", "wait", "load"), 0.0)
