@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import socket
 from collections.abc import Iterator
 from typing import Any
@@ -61,6 +62,13 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     rank = {g: k for k, g in enumerate(XDIST_GROUPS)}
     items.sort(key=lambda i: (i.get_closest_marker("own_instance") is not None,
                               rank.get(_group(i) or "", len(rank))))  # stable: order kept
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """What collection loaded (every test module, PyTorch, Ray) lives as long as the
+    process: out of the cyclic collector's walks from here on (``gc.freeze``; one full
+    collection with PyTorch loaded walks ~200,000 objects, 0.1 CPU-seconds)."""
+    gc.freeze()
 
 
 SMALL_CLUSTER = {
