@@ -55,6 +55,22 @@ def test_member_that_beat_recently_is_not_dead() -> None:
     assert [m for m, _ in dead] == [PS]
 
 
+def test_each_member_is_judged_by_the_period_it_beats_at() -> None:
+    """One monitor serves every job of a cluster, made with the first job's period: a later
+    job's members, beating every 5 s, are not dead after 1 s of a 0.5-s monitor, and the
+    0.5-s members beside them still are."""
+    table = HeartbeatTable(period_s=0.5)
+    slow = Member("worker-b-nano-1", "worker", "nano-1", period_s=5.0)
+    table.register(WORKER, now=10.0)
+    table.register(slow, now=10.0)
+    table.beat(slow.name, now=10.9)  # someone beats: no silence shared by all
+
+    assert [m for m, _ in table.dead(now=11.0)] == [WORKER]
+    table.unregister(WORKER.name)
+    assert table.dead(now=10.9 + 7.4) == []
+    assert [m for m, _ in table.dead(now=10.9 + 7.6)] == [slow]
+
+
 def test_unregister_removes_member() -> None:
     table = HeartbeatTable(period_s=1.0)
     table.register(WORKER, now=0.0)

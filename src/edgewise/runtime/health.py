@@ -36,6 +36,9 @@ class Member:
     name: str
     kind: str
     device: str
+    period_s: float | None = None
+    """The period it beats at; None: the table's. Jobs on one monitor may beat at different
+    periods (the monitor is the cluster's, made by the first job with that job's period)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,7 +75,15 @@ class HeartbeatTable:
 
     @property
     def limit_s(self) -> float:
+        """The silence after which a member beating at the table's period is dead."""
         return DEAD_AFTER_PERIODS * self.period_s
+
+    def _limit_s(self, name: str) -> float:
+        return DEAD_AFTER_PERIODS * (self.members[name].period_s or self.period_s)
+
+    def _longest_period_s(self) -> float:
+        return max((m.period_s or self.period_s for m in self.members.values()),
+                   default=self.period_s)
 
     def register(self, member: Member, now: float) -> None:
         self.members[member.name] = member
@@ -95,7 +106,8 @@ class HeartbeatTable:
             self._heard(now)
 
     def _shared_pause(self, everyone_silent_s: float) -> bool:
-        return self.limit_s < everyone_silent_s < ALL_SILENT_PERIODS * self.period_s
+        longest = self._longest_period_s()
+        return DEAD_AFTER_PERIODS * longest < everyone_silent_s < ALL_SILENT_PERIODS * longest
 
     def dead(self, now: float) -> list[tuple[Member, float]]:
         """Members silent for more than DEAD_AFTER_PERIODS periods, with their silence;
@@ -104,7 +116,7 @@ class HeartbeatTable:
         if len(self.members) > 1 and self._shared_pause(now - self.freshest):
             return []
         return [(self.members[n], now - t) for n, t in self.last_beat.items()
-                if now - max(t, self.resumed_at) > self.limit_s]
+                if now - max(t, self.resumed_at) > self._limit_s(n)]
 
 
 @dataclass

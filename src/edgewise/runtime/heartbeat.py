@@ -50,7 +50,7 @@ class Heartbeat:
         self.metrics = metrics
         self.directive = Directive()
         self._stop = threading.Event()
-        ray.get(monitor.register.remote(name, kind, device))
+        ray.get(monitor.register.remote(name, kind, device, period_s))
         self._thread = threading.Thread(target=self._loop, name=f"heartbeat-{name}", daemon=True)
         self._thread.start()
 

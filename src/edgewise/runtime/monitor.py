@@ -24,8 +24,10 @@ class HealthMonitor:
         self.faults = FaultBoard()
         self.metrics: dict[str, dict[str, float]] = {}
 
-    def register(self, name: str, kind: str, device: str) -> None:
-        self.table.register(Member(name, kind, device), time.time())
+    def register(self, name: str, kind: str, device: str,
+                 period_s: float | None = None) -> None:
+        """``name`` beats from now on, every ``period_s`` (None: this monitor's period)."""
+        self.table.register(Member(name, kind, device, period_s), time.time())
 
     def unregister(self, name: str) -> None:
         self.table.unregister(name)
