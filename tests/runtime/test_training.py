@@ -27,8 +27,9 @@ pytestmark = [pytest.mark.ray, pytest.mark.slow]
 HEARTBEAT_S = 0.5  # the fault tests': a lost member is found within a second
 QUIET_HEARTBEAT_S = 5.0
 """The jobs that inject no fault and assert none: a member silent for 7.5 s (1.5 beats) on
-a loaded host is a fault, one silent for 0.8 s is not (a CI run of 2026-12-02 lost nano-2's
-worker that way at 0.5 s, and the async job's ``interruptions == ()`` failed)."""
+a loaded host is a fault, one silent for 0.8 s is not (a fresh clone's run of 2026-12-02
+lost nano-2's worker that way at 0.5 s, and the async job's ``interruptions == ()``
+failed)."""
 TRAIN_IDS = np.sort(digits_split()[0].ids)
 
 

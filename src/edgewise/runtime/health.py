@@ -73,17 +73,8 @@ class HeartbeatTable:
     resumed_at: float = float("-inf")
     """When beats came again after every member had been silent (ALL_SILENT_PERIODS)."""
 
-    @property
-    def limit_s(self) -> float:
-        """The silence after which a member beating at the table's period is dead."""
-        return DEAD_AFTER_PERIODS * self.period_s
-
-    def _limit_s(self, name: str) -> float:
-        return DEAD_AFTER_PERIODS * (self.members[name].period_s or self.period_s)
-
-    def _longest_period_s(self) -> float:
-        return max((m.period_s or self.period_s for m in self.members.values()),
-                   default=self.period_s)
+    def _period_s(self, member: Member) -> float:
+        return member.period_s or self.period_s
 
     def register(self, member: Member, now: float) -> None:
         self.members[member.name] = member
@@ -106,7 +97,7 @@ class HeartbeatTable:
             self._heard(now)
 
     def _shared_pause(self, everyone_silent_s: float) -> bool:
-        longest = self._longest_period_s()
+        longest = max(map(self._period_s, self.members.values()), default=self.period_s)
         return DEAD_AFTER_PERIODS * longest < everyone_silent_s < ALL_SILENT_PERIODS * longest
 
     def dead(self, now: float) -> list[tuple[Member, float]]:
@@ -116,7 +107,8 @@ class HeartbeatTable:
         if len(self.members) > 1 and self._shared_pause(now - self.freshest):
             return []
         return [(self.members[n], now - t) for n, t in self.last_beat.items()
-                if now - max(t, self.resumed_at) > self._limit_s(n)]
+                if now - max(t, self.resumed_at)
+                > DEAD_AFTER_PERIODS * self._period_s(self.members[n])]
 
 
 @dataclass
