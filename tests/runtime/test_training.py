@@ -123,8 +123,10 @@ def test_sync_training_with_unequal_shards_takes_balanced_steps(runtime: RayRunt
     assert adam and all(0 < a < 1e6 for a in adam), result.epochs
 
     # the same job again takes the same steps: batches seeded by device and epoch, a step's
-    # pushes summed in the workers' order (not their arrival's), one thread each
-    again = train(runtime, _quiet(mode="sync", epochs=2), plan)
+    # pushes summed in the workers' order (not their arrival's), one thread each; and its
+    # pushes and pulls as Ray calls instead of over the data plane change none of them
+    again = train(runtime, _quiet(mode="sync", epochs=2, ps_transport="ray"), plan)
+    _assert_each_sample_once(again)
     assert [(r.val_accuracy, r.noise_scale, r.noise_scale_adam) for r in again.epochs] == [
         (r.val_accuracy, r.noise_scale, r.noise_scale_adam) for r in result.epochs]
 

@@ -116,6 +116,7 @@ class MemberSpec:
     lr_schedule: str = "constant"
     epochs: int = 1
     treatment: Treatment = field(default_factory=Treatment)
+    ps_transport: str = "socket"  # the workers' pushes and pulls (TrainConfig.ps_transport)
 
     @staticmethod
     def of(config: TrainConfig, workload: Workload | None = None) -> MemberSpec:
@@ -125,7 +126,7 @@ class MemberSpec:
         return MemberSpec(workload or config.resolved_workload(), config.seed,
                           config.optimizer, config.learning_rate, config.momentum,
                           config.compression, config.worker_memory_mb, config.heartbeat_s,
-                          config.lr_schedule, config.epochs, treatment)
+                          config.lr_schedule, config.epochs, treatment, config.ps_transport)
 
 
 def start_ps(runtime: RayRuntime, spec: MemberSpec, device: str, name: str,
@@ -139,7 +140,7 @@ def start_ps(runtime: RayRuntime, spec: MemberSpec, device: str, name: str,
         ParameterServer, options, spec.model, spec.seed, spec.optimizer, spec.learning_rate,
         spec.momentum, runtime.stretch[device], validation, checkpoint, spec.compression,
         schedule=spec.lr_schedule, epochs=spec.epochs, treatment=spec.treatment,
-        calibration=calibration)
+        calibration=calibration, transport=spec.ps_transport)
 
 
 def start_worker(runtime: RayRuntime, spec: MemberSpec, device: str, name: str, *, ps: Any,
@@ -152,7 +153,8 @@ def start_worker(runtime: RayRuntime, spec: MemberSpec, device: str, name: str, 
     return spawn_member(
         Worker, options, name, device, spec.model, spec.seed, batch_size,
         runtime.stretch[device], runtime.cluster.device(device).memory_mb, ps, ps_link,
-        store_link, monitor, spec.heartbeat_s, sync, spec.compression, steps)
+        store_link, monitor, spec.heartbeat_s, sync, spec.compression, steps,
+        spec.ps_transport)
 
 
 def evaluator_device(runtime: RayRuntime, plan: TrainPlan) -> str:

@@ -42,11 +42,18 @@ class TrainConfig:
     worker_memory_mb: int = 1024
     target_accuracy: float | None = None  # stop early once validation accuracy reaches it
     chunk_bytes: int = 4 << 20  # the data store ships shards in frames of about this size
+    ps_transport: Literal["socket", "ray"] = "socket"
+    """How workers push and pull every batch: over a TCP connection each to the server's
+    data plane (``runtime.psplane``), or as Ray actor calls (about 20 times the server's CPU
+    per exchange; for networks that let Ray's ports through and no other)."""
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
             raise ConfigError(f"must be one of {', '.join(MODES)}, got {self.mode!r}",
                               field="mode")
+        if self.ps_transport not in ("socket", "ray"):
+            raise ConfigError(f"must be socket or ray, got {self.ps_transport!r}",
+                              field="ps_transport")
 
     def resolved_workload(self) -> Workload:
         """The workload to train: ``workload``, else ``model`` on digits."""

@@ -17,6 +17,7 @@ from edgewise.runtime.asyncapply import StaleApplier
 from edgewise.runtime.emulation import emulated_compute
 from edgewise.runtime.evaluate import calibration_samples, validation_metric
 from edgewise.runtime.noise_scale import NoiseScale
+from edgewise.runtime.psplane import Endpoint, PlaneServer
 from edgewise.runtime.staleness import Treatment
 from edgewise.runtime.trainstate import FlatState, Frame, Pushed, mean_pushes, read_frames
 from edgewise.wire.frames import decode, encode, to_torch
@@ -66,6 +67,13 @@ def adam_divisor(opt: torch.optim.Optimizer,
     return out
 
 
+def push_bound(model_bytes: int) -> int:
+    """The largest push the data plane reads: a gradients frame carries at most the model's
+    flat tensors (LZ4 may grow them by 0.4 %) and its samples' ids; twice that and 8 MiB
+    (a million ids) is room enough, and a bound."""
+    return 2 * model_bytes + (8 << 20)
+
+
 @ray.remote(max_concurrency=32)  # type: ignore[call-overload]
 class ParameterServer:
     """Holds the model; applies gradients as they arrive (async) or once every active worker
@@ -80,7 +88,7 @@ class ParameterServer:
                  checkpoint: bytes | None = None, compression: str = "lz4", *,
                  schedule: str = "constant", epochs: int = 1,
                  treatment: Treatment | None = None,
-                 calibration: list[bytes] | None = None) -> None:
+                 calibration: list[bytes] | None = None, transport: str = "socket") -> None:
         torch.set_num_threads(1)
         self.base_lr, self.schedule, self.total_epochs = lr, schedule, max(epochs, 1)
         self.workload = builtin_workload(model) if isinstance(model, str) else model
@@ -108,8 +116,27 @@ class ParameterServer:
         self.noise = NoiseScale()  # the sync loop's gradient noise scale, this epoch
         self.noise_adam = NoiseScale()  # the same of the Adam-preconditioned gradients
         self.step_done = self.pending_step = -1
+        self.stopped = False
         if checkpoint is not None:
             self._restore(checkpoint)
+        # the workers' pushes and pulls: over sockets of their own (runtime.psplane), or
+        # as Ray calls (transport "ray"; then this server opens no port)
+        host: str = ray.util.get_node_ip_address()  # type: ignore[no-untyped-call]
+        self.plane = PlaneServer(self, host, max_request_bytes=push_bound(self.flat.nbytes)) \
+            if transport == "socket" else None
+
+    def plane_endpoint(self) -> Endpoint | None:
+        """Where the workers push and pull over sockets, or None (they use Ray calls)."""
+        return None if self.plane is None else self.plane.endpoint
+
+    def stop(self) -> None:
+        """Close the data plane and release every push still waiting (a run torn down
+        mid-step): they fail instead of holding this member after its run."""
+        with self.lock:
+            self.stopped = True
+            self.lock.notify_all()
+        if self.plane is not None:
+            self.plane.close()
 
     def _restore(self, frame: bytes) -> None:
         """Weights, optimiser state and version from a checkpoint frame (see
@@ -195,7 +222,8 @@ class ParameterServer:
             if self.applier.treatment.name == "ssp" and worker in self.clock:
                 self.clock[worker] += 1
                 self.lock.notify_all()
-                self.lock.wait_for(lambda: self._within_bound(worker))
+                self.lock.wait_for(lambda: self._within_bound(worker) or self.stopped)
+                self._raise_if_stopped()
             self.applier.hand_out(worker)
             return self._weights()
 
@@ -213,8 +241,13 @@ class ParameterServer:
             self.pending_step = step
             self.applied.append(pushed.ids)
             self._maybe_step()
-            self.lock.wait_for(lambda: self.step_done >= step)
+            self.lock.wait_for(lambda: self.step_done >= step or self.stopped)
+            self._raise_if_stopped()
             return self._weights()
+
+    def _raise_if_stopped(self) -> None:
+        if self.stopped:
+            raise RuntimeError("the parameter server stopped (its run was torn down)")
 
     def leave(self, worker: str) -> None:
         """``worker`` has no batches left this epoch; steps no longer wait for it."""

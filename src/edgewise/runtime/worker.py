@@ -20,6 +20,7 @@ from edgewise.runtime.datastore import chunks
 from edgewise.runtime.emulation import emulated_compute
 from edgewise.runtime.evaluate import calibration_samples, validation_metric
 from edgewise.runtime.heartbeat import Heartbeat
+from edgewise.runtime.psplane import LEAVE, PULL, PUSH_ASYNC, PUSH_SYNC, PlaneClient
 from edgewise.runtime.shaping import ByteCounter, ShapedLink
 from edgewise.runtime.trainstate import FlatState, Frame, frame_view, read_frames
 from edgewise.runtime.transport import carry
@@ -43,11 +44,13 @@ class Worker:
     def __init__(self, name: str, device: str, model: str | Workload, seed: int, batch_size: int,
                  stretch: float, memory_cap_mb: int, ps: Any, ps_link: Link,
                  store_link: Link, monitor: Any, heartbeat_s: float, sync: bool,
-                 compression: str = "lz4", steps: int = 0) -> None:
+                 compression: str = "lz4", steps: int = 0, transport: str = "socket") -> None:
         torch.set_num_threads(1)
         self.name, self.device, self.seed, self.batch = name, device, seed, batch_size
         self.stretch, self.memory_cap_mb, self.sync = stretch, memory_cap_mb, sync
         self.ps, self.compression = ps, compression
+        self.transport = transport  # "socket": runtime.psplane; "ray": an actor call a batch
+        self.plane: PlaneClient | None = None
         self.steps = steps  # > 0: this many batches an epoch, the shard split evenly
         self.version = 0  # the server version of the weights this worker holds
         self.workload = builtin_workload(model) if isinstance(model, str) else model
@@ -94,13 +97,50 @@ class Worker:
             value.backward()  # type: ignore[no-untyped-call]
             self.flat.check_grads()
 
+    def _plane(self) -> PlaneClient | None:
+        """The connection to the server's data plane, made on first use; None where the
+        pushes go as Ray calls (``transport="ray"``, or a server that opened no port)."""
+        if self.plane is None and self.transport == "socket":
+            endpoint = ray.get(self.ps.plane_endpoint.remote())
+            if endpoint is not None:
+                self.plane = PlaneClient(endpoint, self.device)
+        return self.plane
+
+    def _pull(self) -> Frame:
+        plane = self._plane()
+        if plane is not None:
+            return plane.call(PULL)
+        frame: Frame = ray.get(self.ps.pull.remote(self.device))
+        return frame
+
+    def _leave(self) -> None:
+        plane = self._plane()
+        if plane is not None:
+            plane.call(LEAVE)
+        else:
+            ray.get(self.ps.leave.remote(self.device))
+
+    def _reply(self, sent: Any) -> Frame:
+        """The server's reply to the push just sent: read from the data plane, or the Ray
+        call's result."""
+        plane = self._plane()
+        if plane is not None:
+            return plane.receive()
+        frame: Frame = ray.get(sent)
+        return frame
+
     def _push(self, step: int, index: np.ndarray) -> Any:
-        """Send this batch's gradients, buffers and sample ids; the reply's object ref."""
+        """Send this batch's gradients, buffers and sample ids; the Ray call's object ref
+        (None over the data plane, whose reply :meth:`_reply` reads)."""
         ids = self.ids[index]
         frame = self.flat.gradients_frame(ids, self.compression,  # type: ignore[arg-type]
                                           base=self.version)
         carry(self.ps_link, len(frame), self.counter, raw_bytes=self.flat.nbytes + ids.nbytes)
         array = np.frombuffer(frame, np.uint8)  # Ray passes arrays without a bytes copy
+        plane = self._plane()
+        if plane is not None:
+            plane.send(PUSH_SYNC if self.sync else PUSH_ASYNC, step, array)
+            return None
         if self.sync:
             return self.ps.push_sync.remote(self.device, step, array)
         return self.ps.push_async.remote(array, self.device)
@@ -121,7 +161,7 @@ class Worker:
         order = rng.permutation(len(self.ids))
         wall0 = time.perf_counter()
         spent = dict.fromkeys(("compute", "update", "encode", "wait", "load"), 0.0)
-        self._load_weights(ray.get(self.ps.pull.remote(self.device)))
+        self._load_weights(self._pull())
         batches = epoch_batches(order, self.batch, self.steps)
         for step, index in enumerate(batches):
             self._obey()
@@ -130,7 +170,7 @@ class Worker:
             t1 = time.perf_counter()
             reply = self._push(step, index)
             t2 = time.perf_counter()
-            frame = ray.get(reply)
+            frame = self._reply(reply)
             t3 = time.perf_counter()
             self._load_weights(frame)
             t4 = time.perf_counter()
@@ -139,7 +179,7 @@ class Worker:
                 spent[key] += seconds
             if step % _RSS_CHECK_EVERY == 0:
                 self._check_memory()
-        ray.get(self.ps.leave.remote(self.device))  # sync steps and SSP stop waiting for it
+        self._leave()  # sync steps and SSP stop waiting for it
         n, count = len(order), max(len(batches), 1)
         return {"samples": float(n), "steps": float(len(batches)),
                 "wall_seconds": time.perf_counter() - wall0,
@@ -187,3 +227,5 @@ class Worker:
 
     def stop(self) -> None:
         self.hb.stop()
+        if self.plane is not None:
+            self.plane.close()

@@ -1,0 +1,184 @@
+"""The parameter server's data plane (runtime.psplane): frames in, frames out, over loopback;
+a stranger, an oversized request and a failing method each get a clear answer, and nothing
+of theirs reaches the server's methods."""
+
+from __future__ import annotations
+
+import socket
+import struct
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import pytest
+
+from edgewise.runtime.ps import push_bound
+from edgewise.runtime.psplane import (
+    LEAVE,
+    MAGIC,
+    MAX_NAME_BYTES,
+    PULL,
+    PUSH_ASYNC,
+    PUSH_SYNC,
+    PlaneClient,
+    PlaneServer,
+    RemoteFailure,
+)
+
+
+class Recorder:
+    """A server that answers each push with its bytes reversed, and records every call."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, str, int, bytes]] = []
+        self.release = threading.Event()
+
+    def pull(self, worker: str = "") -> bytes:
+        self.calls.append(("pull", worker, -1, b""))
+        return b"weights"
+
+    def push_async(self, frame: Any, worker: str = "") -> Any:
+        data = bytes(frame)
+        self.calls.append(("push_async", worker, -1, data))
+        if data == b"fail":
+            raise ValueError("a frame that fails")
+        return np.frombuffer(data[::-1], np.uint8)
+
+    def push_sync(self, worker: str, step: int, frame: Any) -> bytes:
+        self.calls.append(("push_sync", worker, step, bytes(frame)))
+        self.release.wait(30)
+        return b"step %d" % step
+
+    def leave(self, worker: str) -> None:
+        self.calls.append(("leave", worker, -1, b""))
+
+
+@pytest.fixture
+def served() -> Iterator[tuple[Recorder, PlaneServer]]:
+    handler = Recorder()
+    server = PlaneServer(handler, "127.0.0.1", max_request_bytes=1 << 20)
+    yield handler, server
+    server.close()
+
+
+def test_pushes_and_pulls_travel_both_ways(served: tuple[Recorder, PlaneServer]) -> None:
+    handler, server = served
+    client = PlaneClient(server.endpoint, "nano-0")
+    payload = np.random.default_rng(0).integers(0, 256, 300_000, dtype=np.uint8)
+    assert client.call(PULL).tobytes() == b"weights"
+    assert client.call(PUSH_ASYNC, 0, payload).tobytes() == payload.tobytes()[::-1]
+    assert client.call(LEAVE).size == 0
+    assert [(c[0], c[1]) for c in handler.calls] == [
+        ("pull", "nano-0"), ("push_async", "nano-0"), ("leave", "nano-0")]
+    assert handler.calls[1][3] == payload.tobytes()
+    client.close()
+
+
+def test_a_synchronous_step_waits_for_its_peers(served: tuple[Recorder, PlaneServer]) -> None:
+    """Each connection has a thread of its own: two pushes of a step wait together."""
+    handler, server = served
+    clients = [PlaneClient(server.endpoint, f"nano-{i}") for i in range(2)]
+    for client in clients:
+        client.send(PUSH_SYNC, 7, b"g")
+    while len(handler.calls) < 2:
+        threading.Event().wait(0.01)
+    handler.release.set()
+    assert [c.receive().tobytes() for c in clients] == [b"step 7", b"step 7"]
+    assert sorted((c[1], c[2]) for c in handler.calls) == [("nano-0", 7), ("nano-1", 7)]
+
+
+def test_a_failing_method_is_named_and_the_connection_goes_on(
+        served: tuple[Recorder, PlaneServer]) -> None:
+    _, server = served
+    client = PlaneClient(server.endpoint, "nano-0")
+    with pytest.raises(RemoteFailure, match="ValueError: a frame that fails"):
+        client.call(PUSH_ASYNC, 0, b"fail")
+    assert client.call(PULL).tobytes() == b"weights"
+
+
+def _hung_up(conn: socket.socket) -> bool:
+    """Whether the peer closed ``conn`` with nothing more to say (a reset: it closed with
+    bytes of ours unread)."""
+    try:
+        return conn.recv(64) == b""
+    except ConnectionResetError:
+        return True
+
+
+def _raw(server: PlaneServer, header: bytes) -> tuple[bytes, bool]:
+    """Our hello and ``header`` on a bare socket: what came back, and whether the server then
+    hung up."""
+    endpoint = server.endpoint
+    with socket.create_connection((endpoint.host, endpoint.port), timeout=10) as conn:
+        conn.sendall(MAGIC + b"\x01" + endpoint.token + header)
+        status, length = struct.unpack("<BI", conn.recv(5, socket.MSG_WAITALL))
+        body = conn.recv(length, socket.MSG_WAITALL)
+        return bytes([status]) + body, _hung_up(conn)
+
+
+def test_a_request_past_the_bound_is_refused_unread(served: tuple[Recorder, PlaneServer]) -> None:
+    """The server answers a declared length past its bound without reading a byte of it,
+    then hangs up; a client of ours refuses to send such a request at all."""
+    handler, server = served
+    bound = server.endpoint.max_request_bytes
+    reply, hung_up = _raw(server, struct.pack("<BiHI", PUSH_ASYNC, 0, 0, bound + 1))
+    assert reply == b"\x01" + f"a request is at most {bound} bytes, got {bound + 1}".encode()
+    assert hung_up  # no message boundary is left to trust
+    client = PlaneClient(server.endpoint, "nano-0")
+    with pytest.raises(ValueError, match=f"at most {bound} bytes"):
+        client.call(PUSH_ASYNC, 0, bytes(bound + 1))
+    assert handler.calls == []
+    assert client.call(PULL).tobytes() == b"weights"  # nothing was sent: the client goes on
+
+
+def test_a_name_past_the_bound_is_refused_by_both_ends(
+        served: tuple[Recorder, PlaneServer]) -> None:
+    handler, server = served
+    with pytest.raises(ValueError, match=f"at most {MAX_NAME_BYTES} bytes"):
+        PlaneClient(server.endpoint, "n" * (MAX_NAME_BYTES + 1))
+    client = PlaneClient(server.endpoint, "nano-0")
+    client.name = b"n" * (MAX_NAME_BYTES + 1)  # a client that does not check
+    with pytest.raises(RemoteFailure, match="name is at most"):
+        client.call(PULL)
+    assert handler.calls == []
+
+
+def test_a_stranger_is_hung_up_on_before_anything_runs(
+        served: tuple[Recorder, PlaneServer]) -> None:
+    handler, server = served
+    host, port = server.endpoint.host, server.endpoint.port
+    for hello in (MAGIC + b"\x01" + bytes(16),  # the wrong token
+                  b"GET / HTTP/1.1\r\nHost: x\r\n\r\n"):  # not our protocol at all
+        with socket.create_connection((host, port), timeout=10) as conn:
+            conn.sendall(hello + bytes(64))
+            assert _hung_up(conn)  # nothing answered
+    assert handler.calls == []
+
+
+def test_an_unknown_operation_is_refused(served: tuple[Recorder, PlaneServer]) -> None:
+    handler, server = served
+    client = PlaneClient(server.endpoint, "nano-0")
+    with pytest.raises(RemoteFailure, match="unknown operation 9"):
+        client.call(9)
+    assert handler.calls == []
+
+
+def test_a_closed_server_is_a_connection_error(served: tuple[Recorder, PlaneServer]) -> None:
+    """What a worker sees when its server's process dies or its run is torn down."""
+    handler, server = served
+    client = PlaneClient(server.endpoint, "nano-0")
+    client.send(PUSH_SYNC, 1, b"g")  # waiting for a step that will not come
+    while not handler.calls:
+        threading.Event().wait(0.01)
+    server.close()
+    with pytest.raises(ConnectionError, match="closed the connection"):
+        client.receive()
+    handler.release.set()
+    with pytest.raises(ConnectionError):
+        PlaneClient(server.endpoint, "nano-1", connect_timeout_s=5)
+
+
+def test_the_push_bound_holds_a_push_of_the_model_and_its_ids() -> None:
+    model_bytes = 38_282 * 4
+    assert push_bound(model_bytes) >= int(model_bytes * 1.004) + 1024 * 8 + 4096
