@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from edgewise.runtime import psplane
 from edgewise.runtime.ps import push_bound
 from edgewise.runtime.psplane import (
     LEAVE,
@@ -154,6 +155,20 @@ def test_a_stranger_is_hung_up_on_before_anything_runs(
             conn.sendall(hello + bytes(64))
             assert _hung_up(conn)  # nothing answered
     assert handler.calls == []
+
+
+def test_a_silent_connection_is_closed_unheard(served: tuple[Recorder, PlaneServer],
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """A connection that never says hello does not hold a thread of the server for good."""
+    monkeypatch.setattr(psplane, "HELLO_TIMEOUT_S", 0.2)
+    handler, server = served
+    with socket.create_connection((server.endpoint.host, server.endpoint.port),
+                                  timeout=60) as conn:
+        assert _hung_up(conn)
+    assert handler.calls == []
+    client = PlaneClient(server.endpoint, "nano-0")  # a worker's connection lives on
+    threading.Event().wait(0.5)
+    assert client.call(PULL).tobytes() == b"weights"
 
 
 def test_an_unknown_operation_is_refused(served: tuple[Recorder, PlaneServer]) -> None:

@@ -89,3 +89,36 @@ def test_the_goodput_arm_takes_fair_syncs_measured_noise_scale_or_says_why_not()
         with pytest.raises(ConfigError, match="race fair/sync too") as raised:
             _arm("deep-edge-goodput/sync", setup, None, [], None, earlier)  # type: ignore[arg-type]
         assert raised.value.field == "--arms"
+
+
+def _scaling_run(wire_per_sample: dict[str, float]) -> dict[str, object]:
+    """A three-Nano scaling run's figures: each worker 1,000 samples/s alone, 479 samples
+    trained together, moving ``wire_per_sample`` bytes each."""
+    return {"samples_per_second_alone": dict.fromkeys(wire_per_sample, 1000.0),
+            "samples_by_worker": dict.fromkeys(wire_per_sample, 479),
+            "transport_wire_bytes_by_worker": {w: round(b * 479)
+                                               for w, b in wire_per_sample.items()}}
+
+
+def test_the_link_bound_takes_each_workers_own_link_to_the_server() -> None:
+    """three-nanos.yaml: 1 Gbit/s pairs, 125 MB/s at dilation 1. Each pair carries only its
+    worker's bytes: three workers moving 62.5 KB a sample each fit their links twice over
+    (2,000 samples/s against 1,000 alone): no bound at all, where one link shared by the three
+    would have allowed 2,000 of their 3,000. A worker whose link carries 500 samples/s
+    holds the three to 2,500 of 3,000."""
+    from types import SimpleNamespace
+    from typing import Any, cast
+
+    from edgewise.cluster.examples import example_path
+    from edgewise.cluster.schema import load_cluster
+    from edgewise.suites.time_to_accuracy import link_bound
+
+    runtime = cast(Any, SimpleNamespace(cluster=load_cluster(example_path("three-nanos.yaml")),
+                                        time_dilation=1.0))
+    nanos = ("nano-0", "nano-1", "nano-2")
+    assert link_bound(runtime, _scaling_run(dict.fromkeys(nanos, 62_500.0))) == 1.0
+    slow = {"nano-0": 250_000.0, "nano-1": 62_500.0, "nano-2": 62_500.0}
+    assert link_bound(runtime, _scaling_run(slow)) == pytest.approx(2500 / 3000, abs=1e-4)
+    runtime.time_dilation = 2.0  # a testbed shapes each pair at its rate ÷ the dilation
+    assert link_bound(runtime, _scaling_run(slow)) == pytest.approx(
+        (250 + 1000 + 1000) / 3000, abs=1e-4)

@@ -41,8 +41,8 @@ from typing import Final, Protocol
 import numpy as np
 from numpy.typing import NDArray
 
-__all__ = ["LEAVE", "MAX_NAME_BYTES", "PULL", "PUSH_ASYNC", "PUSH_SYNC", "Endpoint",
-           "Handler", "PlaneClient", "PlaneServer", "RemoteFailure"]
+__all__ = ["HELLO_TIMEOUT_S", "LEAVE", "MAX_NAME_BYTES", "PULL", "PUSH_ASYNC", "PUSH_SYNC",
+           "Endpoint", "Handler", "PlaneClient", "PlaneServer", "RemoteFailure"]
 
 PULL: Final = 1
 PUSH_ASYNC: Final = 2
@@ -58,6 +58,8 @@ _REQUEST: Final = struct.Struct("<BiHI")
 _REPLY: Final = struct.Struct("<BI")
 _OK, _FAILED = 0, 1
 _ACCEPT_POLL_S: Final = 1.0
+HELLO_TIMEOUT_S: Final = 30.0
+"""How long a connection may take to say hello before it is closed unheard."""
 
 Payload = bytes | bytearray | memoryview | NDArray[np.uint8]
 
@@ -164,7 +166,7 @@ class PlaneServer:
                     conn.close()
                     return
                 self._conns.add(conn)
-            conn.settimeout(None)
+            conn.settimeout(HELLO_TIMEOUT_S)
             threading.Thread(target=self._serve, args=(_nodelay(conn),), daemon=True,
                              name="ps-plane-conn").start()
 
@@ -176,6 +178,7 @@ class PlaneServer:
             magic, version, token = _HELLO.unpack(hello)
             if magic != MAGIC or version != VERSION or not hmac.compare_digest(token, self.token):
                 return  # not our worker: nothing is read or run for it
+            conn.settimeout(None)  # a synchronous step may wait long for its slowest peer
             while self._one(conn):
                 pass
         except OSError:

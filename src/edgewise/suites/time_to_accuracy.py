@@ -30,8 +30,8 @@ it), and ``fair/sync`` took 21.2 and 47.0 device seconds to 0.90 in two runs of 
 every figure is the median over runs of several seeds (MLPerf Training likewise times several
 runs and averages them without the fastest and slowest). ``ps_scaling_efficiency_3_workers`` is
 the runtime bench's (three Nanos of ``three-nanos.yaml``, digits; on a testbed of its own where
-the race ran on one) and ``ps_scaling_link_bound`` the efficiency the server's link allows for
-the bytes each sample moves in that run.
+the race ran on one) and ``ps_scaling_link_bound`` the efficiency the links to the server allow for
+the bytes each sample moves in that run (:func:`link_bound`).
 """
 
 from __future__ import annotations
@@ -123,23 +123,40 @@ class _Clusters:
             runtime.shutdown()
 
 
+def link_bound(runtime: RayRuntime, found: dict[str, Any]) -> float:
+    """The scaling efficiency the links allow: each worker's own link to the server (the
+    cluster file's pair; the testbed shapes each pair apart at its rate ÷ the dilation, the
+    emulator likewise) carries that worker's pushes and replies, at most its rate ÷ the wire
+    bytes each of its samples moved in the three-worker run; a worker trains at most that
+    fast, and at most as fast as it did alone. Both directions are counted on one rate, as
+    the emulator carries them (the testbed's pairs are full duplex, so there the bound is
+    lower than the links' own, never higher). Before 2026-12-02 every worker's bytes were
+    divided into one link's rate, as if the server's pairs shared one: neither the testbed
+    nor the emulator shares them, and the data plane's run exceeded that figure."""
+    from edgewise.cluster.model import Role
+
+    cluster = runtime.cluster
+    server = cluster.with_role(Role.PARAMETER_SERVER)[0].name
+    solo: dict[str, float] = found["samples_per_second_alone"]
+    allowed = 0.0
+    for worker, alone in solo.items():
+        rate_bytes_s = cluster.link(worker, server).bandwidth_mbps * 1e6 / 8 / runtime.time_dilation
+        per_sample = found["transport_wire_bytes_by_worker"].get(worker, 0) / max(
+            found["samples_by_worker"].get(worker, 0), 1)
+        allowed += min(alone, rate_bytes_s / per_sample) if per_sample > 0 else alone
+    return round(min(1.0, allowed / max(sum(solo.values()), 1e-9)), 4)
+
+
 def _scaling(runtime: RayRuntime, seed: int, epochs: int) -> Figures:
     """The runtime bench's scaling efficiency and the bound the server's link sets, both in
     the runtime's own (wall) time: a testbed shapes each link at its rate ÷ the dilation."""
-    from edgewise.cluster.model import Role
     from edgewise.runtime.bench import runtime_figures
 
-    cluster = runtime.cluster
     found = runtime_figures(runtime, epochs=epochs, solo_epochs=max(2, epochs // 2), seed=seed)
-    server = cluster.with_role(Role.PARAMETER_SERVER)[0].name
-    worker = cluster.with_role(Role.WORKER)[0].name
-    link_bytes_s = cluster.link(worker, server).bandwidth_mbps * 1e6 / 8 / runtime.time_dilation
-    samples = 1437 * epochs
+    samples = max(sum(found["samples_by_worker"].values()), 1)
     bytes_per_sample = found["transport_wire_bytes"] / samples
-    link_sps = link_bytes_s / max(bytes_per_sample, 1e-9)
-    alone = sum(found["samples_per_second_alone"].values())
     return {"ps_scaling_efficiency_3_workers": found["ps_scaling_efficiency_3_workers"],
-            "ps_scaling_link_bound": round(min(1.0, link_sps / alone), 4),
+            "ps_scaling_link_bound": link_bound(runtime, found),
             "ps_scaling_wire_bytes_per_sample": round(bytes_per_sample, 1),
             "ps_server_busy_fraction": found["ps_server_busy_fraction"],
             "ps_worker_seconds_per_batch": found["worker_seconds_per_batch"]}
