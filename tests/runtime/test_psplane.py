@@ -197,3 +197,23 @@ def test_a_closed_server_is_a_connection_error(served: tuple[Recorder, PlaneServ
 def test_the_push_bound_holds_a_push_of_the_model_and_its_ids() -> None:
     model_bytes = 38_282 * 4
     assert push_bound(model_bytes) >= int(model_bytes * 1.004) + 1024 * 8 + 4096
+
+
+def test_a_worker_that_cannot_reach_the_data_plane_pushes_as_ray_calls(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A firewall that lets only Ray's ports through slows training, it does not stop it."""
+    from types import SimpleNamespace
+
+    from edgewise.runtime import worker as worker_module
+    from edgewise.runtime.psplane import Endpoint
+
+    gone = socket.create_server(("127.0.0.1", 0))
+    port = gone.getsockname()[1]
+    gone.close()  # nothing listens there now
+    endpoint = Endpoint("127.0.0.1", port, bytes(16), 1 << 20)
+    worker: Any = object.__new__(worker_module.Worker.__ray_actor_class__)  # type: ignore[attr-defined]
+    worker.ps = SimpleNamespace(plane_endpoint=SimpleNamespace(remote=lambda: endpoint))
+    worker.transport, worker.plane, worker.name, worker.device = "socket", None, "w", "nano-0"
+    monkeypatch.setattr(worker_module.ray, "get", lambda ref, **_: ref)
+    assert worker._plane() is None
+    assert worker.transport == "ray"  # and it does not try again every batch

@@ -4,10 +4,10 @@ own, instead of a Ray actor call each.
 Ray stays the control plane (placement, the epoch's calls, faults, the evaluator's weights);
 only the per-batch traffic moves. A Ray actor call costs its callee about 1.3 ms of CPU for a
 140 KB argument and a 140 KB reply, 20 times what the same exchange costs over a socket
-(0.07 ms; three callers, this host, docs/runtime.md "Data plane"), and the server's own work
-for a push of the digits CNN is about 0.5 ms. On a device whose share of a core is small (the
-testbed's Raspberry Pi holds a fifth of one) the calls, not the optimiser, capped how many
-pushes a second the server could take.
+(0.07 ms; three callers, this host; docs/runtime.md, "The data plane"), and the server's own
+work for a push of the digits CNN is about 0.5 ms. On a device whose share of a core is small
+(the testbed's Raspberry Pi holds a fifth of one) the calls, not the optimiser, capped how
+many pushes a second the server could take.
 
 The protocol (little-endian; nothing received is unpickled, every length is bounded):
 

@@ -4,6 +4,7 @@ parameter server and pulling weights back after every batch (Deep-Edge §III).""
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import time
 from typing import Any
@@ -29,6 +30,7 @@ from edgewise.wire.frames import decode
 __all__ = ["Worker"]
 
 _RSS_CHECK_EVERY = 20
+_log = logging.getLogger(__name__)
 
 
 def _name_seed(name: str) -> int:
@@ -99,11 +101,21 @@ class Worker:
 
     def _plane(self) -> PlaneClient | None:
         """The connection to the server's data plane, made on first use; None where the
-        pushes go as Ray calls (``transport="ray"``, or a server that opened no port)."""
+        pushes go as Ray calls (``transport="ray"``, a server that opened no port, or one
+        whose port this worker cannot reach: a firewall that lets only Ray's ports through
+        slows training down, it does not stop it)."""
         if self.plane is None and self.transport == "socket":
             endpoint = ray.get(self.ps.plane_endpoint.remote())
-            if endpoint is not None:
+            if endpoint is None:
+                self.transport = "ray"
+                return None
+            try:
                 self.plane = PlaneClient(endpoint, self.device)
+            except OSError as exc:
+                _log.warning("%s: the parameter server's data plane at %s:%d is unreachable "
+                             "(%s); pushing as Ray calls", self.name, endpoint.host,
+                             endpoint.port, exc)
+                self.transport = "ray"
         return self.plane
 
     def _pull(self) -> Frame:
