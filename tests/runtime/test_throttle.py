@@ -143,3 +143,22 @@ def test_a_share_costs_the_same_device_seconds_in_more_wall_time(share: float) -
         device_s += step * share
     assert device_s == pytest.approx(5 * 0.02 * stretch)
     assert wall_s == pytest.approx(5 * 0.02 * stretch / share)
+
+
+@pytest.mark.parametrize("stretch", [1.0, 0.5])
+def test_a_stretch_of_one_or_less_runs_the_body_unpaced(stretch: float,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """It could never sleep (CPU time never exceeds wall time), so it reads no clock: the
+    testbed's members run at stretch 1 and the server wraps every push's step in it."""
+    from edgewise.runtime import emulation
+
+    def no_throttle(*args: object, **kwargs: object) -> None:
+        raise AssertionError("a stretch of at most 1 made a Throttle")
+
+    monkeypatch.setattr(emulation, "Throttle", no_throttle)
+    ran = []
+    with emulated_compute(stretch):
+        ran.append(True)
+    assert ran == [True]
+    with pytest.raises(AssertionError, match="made a Throttle"), emulated_compute(1.5):
+        pass
