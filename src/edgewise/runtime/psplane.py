@@ -91,19 +91,26 @@ class Endpoint:
     max_request_bytes: int
 
 
-def _read_exact(conn: socket.socket, n: int, *, at_boundary: bool = False) -> bytearray | None:
-    """``n`` bytes from ``conn``; None if the peer closed cleanly before the first byte of a
-    message (``at_boundary``), ConnectionError if it closed in the middle of one."""
+def _read_exact(conn: socket.socket, n: int) -> bytearray:
+    """``n`` bytes from ``conn`` (none for ``n == 0``); ConnectionError if the peer closes
+    first."""
     buffer = bytearray(n)
     view, got = memoryview(buffer), 0
     while got < n:
         k = conn.recv_into(view[got:])
         if k == 0:
-            if at_boundary and got == 0:
-                return None
             raise ConnectionError(f"the peer closed the connection after {got} of {n} bytes")
         got += k
     return buffer
+
+
+def _read_message(conn: socket.socket, n: int) -> bytearray | None:
+    """The first ``n`` bytes of a message, or None if the peer closed cleanly between
+    messages."""
+    first = conn.recv(n)
+    if not first:
+        return None
+    return bytearray(first) + _read_exact(conn, n - len(first))
 
 
 def _view(payload: Payload) -> memoryview:
@@ -172,7 +179,7 @@ class PlaneServer:
 
     def _serve(self, conn: socket.socket) -> None:
         try:
-            hello = _read_exact(conn, _HELLO.size, at_boundary=True)
+            hello = _read_message(conn, _HELLO.size)
             if hello is None:
                 return
             magic, version, token = _HELLO.unpack(hello)
@@ -194,7 +201,7 @@ class PlaneServer:
 
     def _one(self, conn: socket.socket) -> bool:
         """Serve one request; False when the connection is to close."""
-        header = _read_exact(conn, _REQUEST.size, at_boundary=True)
+        header = _read_message(conn, _REQUEST.size)
         if header is None:
             return False
         op, step, name_len, payload_len = _REQUEST.unpack(header)
@@ -206,9 +213,7 @@ class PlaneServer:
         if payload_len > self.max_request_bytes:
             return self._refuse(conn, f"a request is at most {self.max_request_bytes} bytes, "
                                       f"got {payload_len}")
-        raw_name = _read_exact(conn, name_len) if name_len else bytearray()
-        payload = _read_exact(conn, payload_len) if payload_len else bytearray()
-        assert raw_name is not None and payload is not None
+        raw_name, payload = _read_exact(conn, name_len), _read_exact(conn, payload_len)
         try:
             name = raw_name.decode()
             result = self._ops[op](name, step, np.frombuffer(payload, np.uint8))
@@ -261,11 +266,8 @@ class PlaneClient:
         if the server's method raised, ConnectionError if the server went away."""
         where = f"the parameter server at {self.endpoint.host}:{self.endpoint.port}"
         try:
-            header = _read_exact(self.conn, _REPLY.size)
-            assert header is not None
-            status, length = _REPLY.unpack(header)
-            body = _read_exact(self.conn, length) if length else bytearray()
-            assert body is not None
+            status, length = _REPLY.unpack(_read_exact(self.conn, _REPLY.size))
+            body = _read_exact(self.conn, length)
         except OSError as exc:
             raise ConnectionError(f"{where} closed the connection ({exc})") from None
         if status != _OK:
