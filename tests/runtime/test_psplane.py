@@ -8,6 +8,7 @@ import socket
 import struct
 import threading
 from collections.abc import Iterator
+from concurrent.futures import Future
 from typing import Any
 
 import numpy as np
@@ -29,27 +30,33 @@ from edgewise.runtime.psplane import (
 
 
 class Recorder:
-    """A server that answers each push with its bytes reversed, and records every call."""
+    """A server that answers each push with its bytes reversed, and records every call; a
+    synchronous push is answered once the test releases its step."""
 
     def __init__(self) -> None:
         self.calls: list[tuple[str, str, int, bytes]] = []
-        self.release = threading.Event()
+        self.waiting: list[tuple[int, Future[bytes]]] = []
 
     def pull(self, worker: str = "") -> bytes:
         self.calls.append(("pull", worker, -1, b""))
         return b"weights"
 
-    def push_async(self, frame: Any, worker: str = "") -> Any:
+    def push_async_later(self, frame: Any, worker: str = "") -> Any:
         data = bytes(frame)
         self.calls.append(("push_async", worker, -1, data))
         if data == b"fail":
             raise ValueError("a frame that fails")
         return np.frombuffer(data[::-1], np.uint8)
 
-    def push_sync(self, worker: str, step: int, frame: Any) -> bytes:
+    def push_sync_later(self, worker: str, step: int, frame: Any) -> Future[bytes]:
         self.calls.append(("push_sync", worker, step, bytes(frame)))
-        self.release.wait(30)
-        return b"step %d" % step
+        reply: Future[bytes] = Future()
+        self.waiting.append((step, reply))
+        return reply
+
+    def release(self) -> None:
+        for step, reply in self.waiting:
+            reply.set_result(b"step %d" % step)
 
     def leave(self, worker: str) -> None:
         self.calls.append(("leave", worker, -1, b""))
@@ -77,16 +84,19 @@ def test_pushes_and_pulls_travel_both_ways(served: tuple[Recorder, PlaneServer])
 
 
 def test_a_synchronous_step_waits_for_its_peers(served: tuple[Recorder, PlaneServer]) -> None:
-    """Each connection has a thread of its own: two pushes of a step wait together."""
+    """Two pushes of a step wait together, answered once the step is taken; meanwhile the
+    server's one thread serves other connections."""
     handler, server = served
     clients = [PlaneClient(server.endpoint, f"nano-{i}") for i in range(2)]
     for client in clients:
         client.send(PUSH_SYNC, 7, b"g")
     while len(handler.calls) < 2:
         threading.Event().wait(0.01)
-    handler.release.set()
+    assert PlaneClient(server.endpoint, "pi5").call(PULL).tobytes() == b"weights"
+    handler.release()
     assert [c.receive().tobytes() for c in clients] == [b"step 7", b"step 7"]
-    assert sorted((c[1], c[2]) for c in handler.calls) == [("nano-0", 7), ("nano-1", 7)]
+    assert sorted((c[1], c[2]) for c in handler.calls if c[0] == "push_sync") == [
+        ("nano-0", 7), ("nano-1", 7)]
 
 
 def test_a_failing_method_is_named_and_the_connection_goes_on(
@@ -159,7 +169,7 @@ def test_a_stranger_is_hung_up_on_before_anything_runs(
 
 def test_a_silent_connection_is_closed_unheard(served: tuple[Recorder, PlaneServer],
                                                monkeypatch: pytest.MonkeyPatch) -> None:
-    """A connection that never says hello does not hold a thread of the server for good."""
+    """A connection that never says hello is not held open for good."""
     monkeypatch.setattr(psplane, "HELLO_TIMEOUT_S", 0.2)
     handler, server = served
     with socket.create_connection((server.endpoint.host, server.endpoint.port),
@@ -189,7 +199,7 @@ def test_a_closed_server_is_a_connection_error(served: tuple[Recorder, PlaneServ
     server.close()
     with pytest.raises(ConnectionError, match="closed the connection"):
         client.receive()
-    handler.release.set()
+    handler.release()  # a reply resolved after the close goes nowhere, and breaks nothing
     with pytest.raises(ConnectionError):
         PlaneClient(server.endpoint, "nano-1", connect_timeout_s=5)
 

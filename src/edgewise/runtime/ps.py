@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import threading
 import time
+from concurrent.futures import Future
 from typing import Any
 
 import numpy as np
@@ -67,6 +68,10 @@ def adam_divisor(opt: torch.optim.Optimizer,
     return out
 
 
+def _stopped() -> RuntimeError:
+    return RuntimeError("the parameter server stopped (its run was torn down)")
+
+
 def push_bound(model_bytes: int) -> int:
     """The largest push the data plane reads: a gradients frame carries at most the model's
     flat tensors (LZ4 may grow them by 0.4 %) and its samples' ids; twice that and 8 MiB
@@ -106,7 +111,11 @@ class ParameterServer:
         self.applier = StaleApplier(treatment or Treatment(), self.flat, self.opt)
         self.lr_now = lr
         self.clock: dict[str, int] = {}  # pushes per worker this epoch (SSP's clocks)
-        self.lock = threading.Condition()
+        self.lock = threading.Lock()
+        # replies that wait: a synchronous push until its step is taken, (step, future);
+        # a push under SSP until its worker is within the bound, (worker, future)
+        self.sync_waiting: list[tuple[int, Future[Frame]]] = []
+        self.ssp_waiting: list[tuple[str, Future[Frame]]] = []
         self.epoch, self.samples_this_epoch = 0, 0
         self.applied: list[np.ndarray] = []
         self.active: set[str] = set()
@@ -134,7 +143,7 @@ class ParameterServer:
         mid-step): they fail instead of holding this member after its run."""
         with self.lock:
             self.stopped = True
-            self.lock.notify_all()
+            self._release()
         if self.plane is not None:
             self.plane.close()
 
@@ -198,6 +207,7 @@ class ParameterServer:
             self.clock = dict.fromkeys(workers, 0)
             self.active, self.pending = set(workers), {}
             self.step_done = self.pending_step = -1
+            self._release()
 
     def pull(self, worker: str = "") -> Frame:
         with self.lock:
@@ -205,12 +215,17 @@ class ParameterServer:
             return self._weights()
 
     def push_async(self, frame: Frame, worker: str = "") -> Frame:
-        """Apply one worker's gradients at once, under the staleness treatment, and return
-        the new weights (async loop). Under SSP the reply waits while ``worker`` is more
-        than the bound's clocks ahead of the slowest worker still in the epoch."""
-        started = time.perf_counter()
-        pushed = self.flat.read_push(frame)
+        """:meth:`push_async_later`, waited for (a Ray call's thread waits here)."""
+        return self.push_async_later(frame, worker).result()
+
+    def push_async_later(self, frame: Frame, worker: str = "") -> Future[Frame]:
+        """Apply one worker's gradients at once, under the staleness treatment; the future's
+        result is the new weights (async loop). Under SSP it is resolved only once
+        ``worker`` is no more than the bound's clocks ahead of the slowest worker still in
+        the epoch (with the weights then current)."""
         with self.lock:
+            started = time.perf_counter()
+            pushed = self.flat.read_push(frame)
             flats, factor = self.applier.treat(pushed)
             before = {k: v.clone() for k, v in self.flat.flats.items()
                       if k.startswith("p.")} if self.applier.treatment.name == "gap-aware" else {}
@@ -219,13 +234,40 @@ class ParameterServer:
             self.applied.append(pushed.ids)
             self.samples_this_epoch += len(pushed.ids)
             self.push_seconds += time.perf_counter() - started
+            reply: Future[Frame] = Future()
             if self.applier.treatment.name == "ssp" and worker in self.clock:
                 self.clock[worker] += 1
-                self.lock.notify_all()
-                self.lock.wait_for(lambda: self._within_bound(worker) or self.stopped)
-                self._raise_if_stopped()
-            self.applier.hand_out(worker)
-            return self._weights()
+                self.ssp_waiting.append((worker, reply))
+                self._release()
+            else:
+                reply.set_result(self._handed_out(worker))
+            return reply
+
+    def _handed_out(self, worker: str) -> Frame:
+        """The current weights, as ``worker``'s reply (its staleness counts from here)."""
+        self.applier.hand_out(worker)
+        return self._weights()
+
+    def _release(self) -> None:
+        """Answer every waiting reply that may go on now (under the lock): synchronous pushes
+        whose step was taken, SSP pushes whose worker is within the bound; all of them fail
+        once the server stopped."""
+        if self.stopped:
+            for _, future in (*self.sync_waiting, *self.ssp_waiting):
+                future.set_exception(_stopped())
+            self.sync_waiting, self.ssp_waiting = [], []
+            return
+        done = [f for s, f in self.sync_waiting if self.step_done >= s]
+        if done:
+            self.sync_waiting = [(s, f) for s, f in self.sync_waiting if self.step_done < s]
+            weights = self._weights()
+            for future in done:
+                future.set_result(weights)
+        free = [(w, f) for w, f in self.ssp_waiting if self._within_bound(w)]
+        if free:
+            self.ssp_waiting = [(w, f) for w, f in self.ssp_waiting if not self._within_bound(w)]
+            for worker, future in free:
+                future.set_result(self._handed_out(worker))
 
     def _within_bound(self, worker: str) -> bool:
         active = [c for w, c in self.clock.items() if w in self.active]
@@ -233,28 +275,32 @@ class ParameterServer:
             self.clock[worker] - min(active) <= self.applier.treatment.ssp_bound
 
     def push_sync(self, worker: str, step: int, frame: Frame) -> Frame:
-        """Wait until every active worker pushed for ``step``, apply their sample-weighted
-        mean gradient once, and return the new weights (sync loop)."""
+        """:meth:`push_sync_later`, waited for (a Ray call's thread waits here)."""
+        return self.push_sync_later(worker, step, frame).result()
+
+    def push_sync_later(self, worker: str, step: int, frame: Frame) -> Future[Frame]:
+        """Hold ``worker``'s gradients for ``step``; once every active worker pushed for it,
+        apply their sample-weighted mean once. The future's result is the weights after that
+        step (sync loop)."""
         pushed = self.flat.read_push(frame)
+        reply: Future[Frame] = Future()
         with self.lock:
+            if self.stopped:
+                reply.set_exception(_stopped())
+                return reply
             self.pending[worker] = pushed
             self.pending_step = step
             self.applied.append(pushed.ids)
+            self.sync_waiting.append((step, reply))
             self._maybe_step()
-            self.lock.wait_for(lambda: self.step_done >= step or self.stopped)
-            self._raise_if_stopped()
-            return self._weights()
-
-    def _raise_if_stopped(self) -> None:
-        if self.stopped:
-            raise RuntimeError("the parameter server stopped (its run was torn down)")
+            return reply
 
     def leave(self, worker: str) -> None:
         """``worker`` has no batches left this epoch; steps no longer wait for it."""
         with self.lock:
             self.active.discard(worker)
             self._maybe_step()
-            self.lock.notify_all()
+            self._release()
 
     def _maybe_step(self) -> None:
         if not self.pending or not self.active.issubset(self.pending):
@@ -274,7 +320,7 @@ class ParameterServer:
         self._apply(mean)
         self.samples_this_epoch += total
         self.pending, self.step_done = {}, self.pending_step
-        self.lock.notify_all()
+        self._release()
 
     def _accuracy(self) -> float:
         """The workload's metric on the validation set (``runtime.evaluate``)."""

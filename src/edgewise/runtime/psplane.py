@@ -22,12 +22,14 @@ The protocol (little-endian; nothing received is unpickled, every length is boun
   (or nothing), or the error's text.
 
 A request out of bounds is answered with an error and the connection closed: a peer that
-sent a bad length cannot be trusted to be at a message boundary. One thread serves each
-connection, so a synchronous step's pushes wait for each other as Ray's threaded calls did.
+sent a bad length cannot be trusted to be at a message boundary. One thread serves every
+connection; a synchronous step's push is answered once its peers pushed, and the other
+connections are served meanwhile.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import hmac
 import secrets
@@ -35,8 +37,9 @@ import socket
 import struct
 import threading
 from collections.abc import Callable
+from concurrent.futures import Future
 from dataclasses import dataclass
-from typing import Final, Protocol
+from typing import Any, Final, Protocol, cast
 
 import numpy as np
 from numpy.typing import NDArray
@@ -57,11 +60,14 @@ _HELLO: Final = struct.Struct(f"<4sB{TOKEN_BYTES}s")
 _REQUEST: Final = struct.Struct("<BiHI")
 _REPLY: Final = struct.Struct("<BI")
 _OK, _FAILED = 0, 1
-_ACCEPT_POLL_S: Final = 1.0
+_CLOSE_S: Final = 10.0
 HELLO_TIMEOUT_S: Final = 30.0
 """How long a connection may take to say hello before it is closed unheard."""
 
 Payload = bytes | bytearray | memoryview | NDArray[np.uint8]
+Reply = Payload | None | Future[Any]
+"""What a handler's method gives: the reply's body now, or a future resolved with it (a
+:data:`Payload`) later."""
 
 
 class RemoteFailure(RuntimeError):
@@ -69,13 +75,14 @@ class RemoteFailure(RuntimeError):
 
 
 class Handler(Protocol):
-    """What the data plane calls: the parameter server's per-batch methods."""
+    """What the data plane calls: the parameter server's per-batch methods. They run in the
+    plane's one thread and must not block: one that has to wait returns a future."""
 
     def pull(self, worker: str = "") -> Payload: ...
 
-    def push_async(self, frame: NDArray[np.uint8], worker: str = "") -> Payload: ...
+    def push_async_later(self, frame: NDArray[np.uint8], worker: str = "") -> Reply: ...
 
-    def push_sync(self, worker: str, step: int, frame: NDArray[np.uint8]) -> Payload: ...
+    def push_sync_later(self, worker: str, step: int, frame: NDArray[np.uint8]) -> Reply: ...
 
     def leave(self, worker: str) -> None: ...
 
@@ -104,15 +111,6 @@ def _read_exact(conn: socket.socket, n: int) -> bytearray:
     return buffer
 
 
-def _read_message(conn: socket.socket, n: int) -> bytearray | None:
-    """The first ``n`` bytes of a message, or None if the peer closed cleanly between
-    messages."""
-    first = conn.recv(n)
-    if not first:
-        return None
-    return bytearray(first) + _read_exact(conn, n - len(first))
-
-
 def _view(payload: Payload) -> memoryview:
     """``payload``'s bytes, without a copy."""
     view = payload.data if isinstance(payload, np.ndarray) else memoryview(payload)
@@ -136,107 +134,201 @@ def _nodelay(conn: socket.socket) -> socket.socket:
     return conn
 
 
+class _Connection(asyncio.BufferedProtocol):
+    """One worker's connection, read straight into its message's buffer: the hello, then
+    requests one at a time (reading pauses while a request's reply is pending)."""
+
+    def __init__(self, server: PlaneServer) -> None:
+        self.server = server
+        self.transport: asyncio.Transport | None = None
+        self.buffer, self.got = bytearray(_HELLO.size), 0
+        self.header: tuple[int, int, int, int] | None = None  # op, step, name and payload lengths
+        self.greeted, self.paused = False, False
+        self.silence: asyncio.TimerHandle | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = cast(asyncio.Transport, transport)
+        sock = transport.get_extra_info("socket")
+        if sock is not None:
+            _nodelay(sock)
+        self.server.conns.add(self)
+        loop = asyncio.get_running_loop()
+        self.silence = loop.call_later(HELLO_TIMEOUT_S, self.hang_up)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.server.conns.discard(self)
+        if self.silence is not None:
+            self.silence.cancel()
+
+    def hang_up(self) -> None:
+        if self.transport is not None:
+            self.transport.close()
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return memoryview(self.buffer)[self.got :]
+
+    def buffer_updated(self, nbytes: int) -> None:
+        self.got += nbytes
+        if self.got == len(self.buffer):
+            message, self.buffer, self.got = self.buffer, bytearray(0), 0
+            self._complete(message)
+
+    def _expect(self, n: int) -> None:
+        self.buffer, self.got = bytearray(n), 0
+
+    def _complete(self, message: bytearray) -> None:
+        if not self.greeted:
+            self._hello(message)
+        elif self.header is None:
+            self._header(message)
+        else:
+            self._request(message)
+
+    def _hello(self, message: bytearray) -> None:
+        magic, version, token = _HELLO.unpack(message)
+        if magic != MAGIC or version != VERSION or \
+                not hmac.compare_digest(token, self.server.token):
+            self.hang_up()  # not our worker: nothing is read or run for it
+            return
+        self.greeted = True
+        if self.silence is not None:
+            self.silence.cancel()  # a synchronous step may wait long for its slowest peer
+        self._expect(_REQUEST.size)
+
+    def _header(self, message: bytearray) -> None:
+        op, step, name_len, payload_len = _REQUEST.unpack(message)
+        why = None
+        if op not in OPS:
+            why = f"unknown operation {op}"
+        elif name_len > MAX_NAME_BYTES:
+            why = f"a worker's name is at most {MAX_NAME_BYTES} bytes, got {name_len}"
+        elif payload_len > self.server.max_request_bytes:
+            why = f"a request is at most {self.server.max_request_bytes} bytes, got {payload_len}"
+        if why is not None:  # no message boundary is left to trust: answer, then hang up
+            self._reply(_FAILED, why.encode())
+            self.hang_up()
+            return
+        self.header = (op, step, name_len, payload_len)
+        self._expect(name_len + payload_len)
+        if name_len + payload_len == 0:
+            self._complete(bytearray(0))
+
+    def _request(self, message: bytearray) -> None:
+        assert self.header is not None and self.transport is not None
+        op, step, name_len, _ = self.header
+        self.header = None
+        try:
+            name = bytes(message[:name_len]).decode()
+            payload = np.frombuffer(message, np.uint8, offset=name_len)
+            result = self.server.ops[op](name, step, payload)
+        except Exception as exc:  # the method's own error goes back to its caller
+            self._failed(exc)
+            return
+        if isinstance(result, Future):
+            if result.done():
+                self._answer(result)
+            else:  # one request at a time, in order: read no more until this is answered
+                self.transport.pause_reading()
+                self.paused = True
+                loop = asyncio.get_running_loop()
+                result.add_done_callback(lambda f: _call_soon(loop, self._answer, f))
+            return
+        self._ok(result)
+
+    def _answer(self, future: Future[Any]) -> None:
+        error = future.exception()
+        if error is not None:
+            self._failed(error)
+        else:
+            self._ok(future.result())
+
+    def _failed(self, error: BaseException) -> None:
+        self._reply(_FAILED, f"{type(error).__name__}: {error}".encode())
+        self._next()
+
+    def _ok(self, result: Payload | None) -> None:
+        self._reply(_OK, b"" if result is None else result)
+        self._next()
+
+    def _reply(self, status: int, body: Payload) -> None:
+        if self.transport is None or self.transport.is_closing():
+            return
+        view = _view(body)
+        self.transport.write(_REPLY.pack(status, len(view)))
+        if len(view):
+            self.transport.write(view)
+
+    def _next(self) -> None:
+        self._expect(_REQUEST.size)
+        if self.paused and self.transport is not None and not self.transport.is_closing():
+            self.paused = False
+            self.transport.resume_reading()
+
+
+def _call_soon(loop: asyncio.AbstractEventLoop, callback: Callable[..., object],
+               *args: object) -> None:
+    """``callback(*args)`` on ``loop``'s thread, unless the loop has closed (the server's
+    connections, and the reply, are gone with it)."""
+    with contextlib.suppress(RuntimeError):
+        loop.call_soon_threadsafe(callback, *args)
+
+
 class PlaneServer:
-    """Serves ``handler``'s per-batch methods on ``host`` (an ephemeral port), one thread per
-    connection, until :meth:`close`."""
+    """Serves ``handler``'s per-batch methods on ``host`` (an ephemeral port) until
+    :meth:`close`: one thread runs an event loop for every connection, and the handler's
+    methods in it, one request at a time.
+
+    One thread, not one per connection: three connections' threads handing the GIL and the
+    server's lock to each other at every operation cost the server 1.1-1.4 ms of CPU a push
+    of the digits CNN; one thread (and the fused optimiser) 0.6-0.7 (docs/runtime.md, "One
+    thread for the data plane"). A
+    method that must wait (a synchronous step's push, until every peer pushed; a push under
+    SSP, until the slowest worker is within the bound) returns a
+    :class:`concurrent.futures.Future` instead, resolved by whichever call lets it go on;
+    its connection is answered then, and the others are served meanwhile."""
 
     def __init__(self, handler: Handler, host: str, max_request_bytes: int) -> None:
         self.handler, self.max_request_bytes = handler, max_request_bytes
         self.token = secrets.token_bytes(TOKEN_BYTES)
-        self.listener = socket.create_server((host, 0))
-        self.listener.settimeout(_ACCEPT_POLL_S)
-        self.endpoint = Endpoint(host, self.listener.getsockname()[1], self.token,
+        listener = socket.create_server((host, 0))
+        self.endpoint = Endpoint(host, listener.getsockname()[1], self.token,
                                  max_request_bytes)
-        self._closed = threading.Event()
-        self._lock = threading.Lock()
-        self._conns: set[socket.socket] = set()
-        self._ops: dict[int, Callable[[str, int, NDArray[np.uint8]], Payload | None]] = {
+        self.conns: set[_Connection] = set()
+        self.ops: dict[int, Callable[[str, int, NDArray[np.uint8]], Reply]] = {
             PULL: lambda name, step, payload: handler.pull(name),
-            PUSH_ASYNC: lambda name, step, payload: handler.push_async(payload, name),
-            PUSH_SYNC: lambda name, step, payload: handler.push_sync(name, step, payload),
+            PUSH_ASYNC: lambda name, step, payload: handler.push_async_later(payload, name),
+            PUSH_SYNC: lambda name, step, payload: handler.push_sync_later(name, step, payload),
             LEAVE: lambda name, step, payload: handler.leave(name),
         }
-        self._acceptor = threading.Thread(target=self._accept, daemon=True,
-                                          name="ps-plane-accept")
-        self._acceptor.start()
+        # the standard library's loop, whatever the process's policy (Ray's workers install
+        # uvloop's): the same loop on every host and in the tests
+        self.loop = asyncio.SelectorEventLoop()
+        self._thread = threading.Thread(target=self.loop.run_forever, daemon=True,
+                                        name="ps-plane")
+        self._thread.start()
+        self._server = asyncio.run_coroutine_threadsafe(
+            self.loop.create_server(lambda: _Connection(self), sock=listener),
+            self.loop).result()
+        self._closed = False
 
-    def _accept(self) -> None:
-        while not self._closed.is_set():
-            try:
-                conn, _ = self.listener.accept()
-            except TimeoutError:
-                continue
-            except OSError:
-                return  # closed
-            with self._lock:
-                if self._closed.is_set():
-                    conn.close()
-                    return
-                self._conns.add(conn)
-            conn.settimeout(HELLO_TIMEOUT_S)
-            threading.Thread(target=self._serve, args=(_nodelay(conn),), daemon=True,
-                             name="ps-plane-conn").start()
-
-    def _serve(self, conn: socket.socket) -> None:
-        try:
-            hello = _read_message(conn, _HELLO.size)
-            if hello is None:
-                return
-            magic, version, token = _HELLO.unpack(hello)
-            if magic != MAGIC or version != VERSION or not hmac.compare_digest(token, self.token):
-                return  # not our worker: nothing is read or run for it
-            conn.settimeout(None)  # a synchronous step may wait long for its slowest peer
-            while self._one(conn):
-                pass
-        except OSError:
-            return  # the peer went away, or close() shut the connection
-        finally:
-            with self._lock:
-                self._conns.discard(conn)
-            conn.close()
-
-    def _refuse(self, conn: socket.socket, why: str) -> bool:
-        _send(conn, _REPLY.pack(_FAILED, len(why.encode())), why.encode())
-        return False
-
-    def _one(self, conn: socket.socket) -> bool:
-        """Serve one request; False when the connection is to close."""
-        header = _read_message(conn, _REQUEST.size)
-        if header is None:
-            return False
-        op, step, name_len, payload_len = _REQUEST.unpack(header)
-        if op not in OPS:
-            return self._refuse(conn, f"unknown operation {op}")
-        if name_len > MAX_NAME_BYTES:
-            return self._refuse(conn, f"a worker's name is at most {MAX_NAME_BYTES} bytes, "
-                                      f"got {name_len}")
-        if payload_len > self.max_request_bytes:
-            return self._refuse(conn, f"a request is at most {self.max_request_bytes} bytes, "
-                                      f"got {payload_len}")
-        raw_name, payload = _read_exact(conn, name_len), _read_exact(conn, payload_len)
-        try:
-            name = raw_name.decode()
-            result = self._ops[op](name, step, np.frombuffer(payload, np.uint8))
-        except Exception as exc:  # the method's own error goes back to its caller
-            text = f"{type(exc).__name__}: {exc}".encode()
-            _send(conn, _REPLY.pack(_FAILED, len(text)), text)
-            return True
-        body = b"" if result is None else result
-        _send(conn, _REPLY.pack(_OK, len(_view(body))), body)
-        return True
+    async def _shut(self) -> None:
+        self._server.close()
+        for conn in list(self.conns):
+            if conn.transport is not None:
+                conn.transport.abort()  # the worker's next read sees the connection gone
+        await self._server.wait_closed()
 
     def close(self) -> None:
-        """Stop accepting and end every connection (their threads then return)."""
-        with self._lock:
-            self._closed.set()
-            conns = list(self._conns)
-        with contextlib.suppress(OSError):  # shutdown wakes the accepting thread at once
-            self.listener.shutdown(socket.SHUT_RDWR)
-        with contextlib.suppress(OSError):
-            self.listener.close()
-        for conn in conns:
-            with contextlib.suppress(OSError):
-                conn.shutdown(socket.SHUT_RDWR)
+        """Stop accepting and end every connection; the loop's thread then ends."""
+        if self._closed:
+            return
+        self._closed = True
+        with contextlib.suppress(RuntimeError, TimeoutError):
+            asyncio.run_coroutine_threadsafe(self._shut(), self.loop).result(_CLOSE_S)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join(_CLOSE_S)
+        if not self._thread.is_alive():
+            self.loop.close()
 
 
 class PlaneClient:
