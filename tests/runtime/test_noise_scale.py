@@ -78,7 +78,7 @@ def test_the_preconditioned_estimate_is_the_noise_scale_of_the_divided_gradients
     recover; with unequal noise per coordinate it is not the raw gradients' figure."""
     import torch
 
-    from edgewise.runtime.ps import _grad_sq
+    from edgewise.runtime.noise_scale import grad_sq as _grad_sq
 
     rng = np.random.default_rng(3)
     mean, sigma = rng.normal(0.0, 1.0, 32), rng.uniform(0.2, 3.0, 32)
@@ -100,7 +100,7 @@ def test_the_preconditioned_estimate_is_the_noise_scale_of_the_divided_gradients
 def test_adams_divisor_is_its_bias_corrected_second_moment_after_five_steps() -> None:
     import torch
 
-    from edgewise.runtime.ps import PRECONDITION_AFTER_STEPS, adam_divisor
+    from edgewise.runtime.noise_scale import PRECONDITION_AFTER_STEPS, adam_divisor
 
     param = torch.nn.Parameter(torch.zeros(6, dtype=torch.float64))
     opt = torch.optim.Adam([param], lr=0.01, betas=(0.9, 0.99), eps=1e-8)

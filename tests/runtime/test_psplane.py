@@ -24,9 +24,9 @@ from edgewise.runtime.psplane import (
     PUSH_ASYNC,
     PUSH_SYNC,
     PlaneClient,
-    PlaneServer,
     RemoteFailure,
 )
+from edgewise.runtime.psserve import PlaneServer
 
 
 class Recorder:

@@ -31,10 +31,13 @@ pooled one's 0.023 (40 runs each, 2026-12-02; the case is fixed in
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-__all__ = ["NoiseScale"]
+import torch
+
+__all__ = ["PRECONDITION_AFTER_STEPS", "NoiseScale", "adam_divisor", "grad_sq"]
 
 
 @dataclass
@@ -74,3 +77,38 @@ class NoiseScale:
         self.gradient_sq_sum = self.gradient_sq_weight = 0.0
         self.trace_sum = self.trace_weight = 0.0
         self.estimates = 0
+
+
+def grad_sq(flats: dict[str, torch.Tensor],
+             divisor: dict[str, torch.Tensor] | None = None) -> float:
+    """The squared norm of the gradients (``p.*``, flat float tensors) in a push or in a step's
+    mean: a dot product each, no copy (this runs in every synchronous step); with
+    ``divisor``, of the gradients divided by it element-wise (preconditioned)."""
+    if divisor is None:
+        return sum(float(torch.dot(v, v)) for k, v in flats.items() if k.startswith("p."))
+    scaled = (v / divisor[k] for k, v in flats.items() if k in divisor)  # one copy each
+    return sum(float(torch.dot(w, w)) for w in scaled)
+
+
+PRECONDITION_AFTER_STEPS = 5
+"""Adam's second moment is trusted as a preconditioner from this many steps on (AdaptDL's
+``AdamGradientNoiseScale``, which Pollux ships, waits as many)."""
+
+
+def adam_divisor(opt: torch.optim.Optimizer,
+                 params: dict[str, torch.nn.Parameter]) -> dict[str, torch.Tensor] | None:
+    """Adam's element-wise step divisor ``sqrt(v_hat) + eps`` of each flat parameter: the
+    preconditioner of Pollux's noise scale for Adam (Qiao et al., OSDI 2021, §3.1: the
+    noise scale of the preconditioned gradient). None for another optimiser, or before
+    :data:`PRECONDITION_AFTER_STEPS` steps."""
+    if not isinstance(opt, torch.optim.Adam):
+        return None
+    beta2, eps = opt.param_groups[0]["betas"][1], opt.param_groups[0]["eps"]
+    out = {}
+    for key, param in params.items():
+        state = opt.state.get(param, {})
+        step = float(state.get("step", 0))
+        if step < PRECONDITION_AFTER_STEPS or "exp_avg_sq" not in state:
+            return None
+        out[key] = (state["exp_avg_sq"].sqrt() / math.sqrt(1.0 - beta2 ** step)).add_(eps)
+    return out

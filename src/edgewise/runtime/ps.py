@@ -17,8 +17,9 @@ from edgewise.nn.workload import Workload, build_model, builtin_workload
 from edgewise.runtime.asyncapply import StaleApplier
 from edgewise.runtime.emulation import emulated_compute
 from edgewise.runtime.evaluate import calibration_samples, validation_metric
-from edgewise.runtime.noise_scale import NoiseScale
-from edgewise.runtime.psplane import Endpoint, PlaneServer
+from edgewise.runtime.noise_scale import NoiseScale, adam_divisor, grad_sq
+from edgewise.runtime.psplane import Endpoint
+from edgewise.runtime.psserve import PlaneServer
 from edgewise.runtime.staleness import Treatment
 from edgewise.runtime.trainstate import FlatState, Frame, Pushed, mean_pushes, read_frames
 from edgewise.wire.frames import decode, encode, to_torch
@@ -31,41 +32,6 @@ def epoch_lr(base: float, schedule: str, epoch: int, epochs: int) -> float:
     if schedule == "cosine" and epoch >= 0:
         return base * 0.5 * (1 + math.cos(math.pi * min(epoch, epochs) / epochs))
     return base
-
-
-def _grad_sq(flats: dict[str, torch.Tensor],
-             divisor: dict[str, torch.Tensor] | None = None) -> float:
-    """The squared norm of the gradients (``p.*``, flat float tensors) in a push or in a step's
-    mean: a dot product each, no copy (this runs in every synchronous step); with
-    ``divisor``, of the gradients divided by it element-wise (preconditioned)."""
-    if divisor is None:
-        return sum(float(torch.dot(v, v)) for k, v in flats.items() if k.startswith("p."))
-    scaled = (v / divisor[k] for k, v in flats.items() if k in divisor)  # one copy each
-    return sum(float(torch.dot(w, w)) for w in scaled)
-
-
-PRECONDITION_AFTER_STEPS = 5
-"""Adam's second moment is trusted as a preconditioner from this many steps on (AdaptDL's
-``AdamGradientNoiseScale``, which Pollux ships, waits as many)."""
-
-
-def adam_divisor(opt: torch.optim.Optimizer,
-                 params: dict[str, torch.nn.Parameter]) -> dict[str, torch.Tensor] | None:
-    """Adam's element-wise step divisor ``sqrt(v_hat) + eps`` of each flat parameter: the
-    preconditioner of Pollux's noise scale for Adam (Qiao et al., OSDI 2021, §3.1: the
-    noise scale of the preconditioned gradient). None for another optimiser, or before
-    :data:`PRECONDITION_AFTER_STEPS` steps."""
-    if not isinstance(opt, torch.optim.Adam):
-        return None
-    beta2, eps = opt.param_groups[0]["betas"][1], opt.param_groups[0]["eps"]
-    out = {}
-    for key, param in params.items():
-        state = opt.state.get(param, {})
-        step = float(state.get("step", 0))
-        if step < PRECONDITION_AFTER_STEPS or "exp_avg_sq" not in state:
-            return None
-        out[key] = (state["exp_avg_sq"].sqrt() / math.sqrt(1.0 - beta2 ** step)).add_(eps)
-    return out
 
 
 def _stopped() -> RuntimeError:
@@ -211,8 +177,7 @@ class ParameterServer:
 
     def pull(self, worker: str = "") -> Frame:
         with self.lock:
-            self.applier.hand_out(worker)
-            return self._weights()
+            return self._handed_out(worker)
 
     def push_async(self, frame: Frame, worker: str = "") -> Frame:
         """:meth:`push_async_later`, waited for (a Ray call's thread waits here)."""
@@ -223,9 +188,9 @@ class ParameterServer:
         result is the new weights (async loop). Under SSP it is resolved only once
         ``worker`` is no more than the bound's clocks ahead of the slowest worker still in
         the epoch (with the weights then current)."""
+        started = time.perf_counter()
+        pushed = self.flat.read_push(frame)  # decoded outside the lock (Ray's threads)
         with self.lock:
-            started = time.perf_counter()
-            pushed = self.flat.read_push(frame)
             flats, factor = self.applier.treat(pushed)
             before = {k: v.clone() for k, v in self.flat.flats.items()
                       if k.startswith("p.")} if self.applier.treatment.name == "gap-aware" else {}
@@ -312,11 +277,11 @@ class ParameterServer:
         version = self.updates
         self.applier.ledger.step(version if p.base < 0 else min(p.base, version) for p in pushes)
         mean = mean_pushes(pushes)
-        self.noise.observe([(len(p.ids), _grad_sq(p.flats)) for p in pushes], _grad_sq(mean))
+        self.noise.observe([(len(p.ids), grad_sq(p.flats)) for p in pushes], grad_sq(mean))
         divisor = adam_divisor(self.opt, self.flat_params)  # before this step's update
         if divisor is not None:
-            self.noise_adam.observe([(len(p.ids), _grad_sq(p.flats, divisor)) for p in pushes],
-                                    _grad_sq(mean, divisor))
+            self.noise_adam.observe([(len(p.ids), grad_sq(p.flats, divisor)) for p in pushes],
+                                    grad_sq(mean, divisor))
         self._apply(mean)
         self.samples_this_epoch += total
         self.pending, self.step_done = {}, self.pending_step
