@@ -71,6 +71,38 @@ def test_each_member_is_judged_by_the_period_it_beats_at() -> None:
     assert [m for m, _ in table.dead(now=10.9 + 7.6)] == [slow]
 
 
+def test_next_death_is_the_first_deadline_among_the_watched_members() -> None:
+    """A long poll sleeps until then: a beat only postpones a death, so nothing can die
+    sooner."""
+    table = HeartbeatTable(period_s=2.0)
+    table.register(WORKER, now=10.0)  # dead after 13.0
+    table.register(PS, now=11.0)  # dead after 14.0
+    names = [WORKER.name, PS.name]
+
+    assert table.next_death_s(10.5, names) == pytest.approx(2.5)
+    table.beat(WORKER.name, now=12.0)  # now dead after 15.0: the server is first
+    assert table.next_death_s(12.5, names) == pytest.approx(1.5)
+    assert table.next_death_s(12.5, [WORKER.name]) == pytest.approx(2.5)
+    assert table.next_death_s(20.0, names) == 0.0  # past it: check now
+    assert table.next_death_s(12.5, ["not-registered"]) == float("inf")
+
+
+@given(beats=st.lists(st.floats(0.0, 5.0), max_size=6), period=st.floats(0.1, 3.0))
+def test_no_watched_member_is_dead_before_its_next_death(beats: list[float],
+                                                         period: float) -> None:
+    """The oracle is :meth:`dead` itself: just before the time next_death_s names, no
+    member is dead; just after it, one is."""
+    table = HeartbeatTable(period_s=period)
+    table.register(WORKER, now=0.0)
+    now = 0.0
+    for gap in beats:
+        now += gap
+        table.beat(WORKER.name, now)
+    wait = table.next_death_s(now, [WORKER.name])
+    assert table.dead(now + wait - 1e-6) == []
+    assert [m for m, _ in table.dead(now + wait + 1e-6)] == [WORKER]
+
+
 def test_unregister_removes_member() -> None:
     table = HeartbeatTable(period_s=1.0)
     table.register(WORKER, now=0.0)

@@ -106,9 +106,17 @@ class HeartbeatTable:
         member's silence counted from when beats resumed after such a pause."""
         if len(self.members) > 1 and self._shared_pause(now - self.freshest):
             return []
-        return [(self.members[n], now - t) for n, t in self.last_beat.items()
-                if now - max(t, self.resumed_at)
+        return [(self.members[n], now - t) for n, t in list(self.last_beat.items())
+                if n in self.members and now - max(t, self.resumed_at)
                 > DEAD_AFTER_PERIODS * self._period_s(self.members[n])]
+
+    def next_death_s(self, now: float, names: Iterable[str]) -> float:
+        """Seconds until the first of ``names`` (the registered ones) could be dead if it
+        stays silent: a beat only postpones that, so nothing needs checking before it."""
+        due = [max(self.last_beat[n], self.resumed_at)
+               + DEAD_AFTER_PERIODS * self._period_s(self.members[n])
+               for n in list(names) if n in self.members and n in self.last_beat]
+        return max(0.0, min(due, default=float("inf")) - now)
 
 
 @dataclass

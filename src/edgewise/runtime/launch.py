@@ -53,6 +53,7 @@ class Attempt:
     memory: MemoryWatch | None = None  # the devices' OOM kills at the start (not emulated)
     evaluator: str = ""  # the worker device that measures each epoch's validation metric
     outstanding: list[Any] = field(default_factory=list)  # calls left running by a fault
+    watch: Any = None  # the monitor's long poll for this attempt's dead (see await_all)
 
     def lost_reason(self, device: str, otherwise: str,
                     timeout_s: float = PROBE_TIMEOUT_S) -> str:
@@ -280,14 +281,37 @@ def ps_get(run: Attempt, ref: Any, timeout_s: float | None = None) -> Any:
         raise Interrupted(lost, time.time()) from None
 
 
+WATCH_PERIODS = 10.0
+"""How many heartbeat periods one long poll of the monitor lasts before it is asked again."""
+
+
+def _watch(run: Attempt, heartbeat_s: float) -> Any:
+    """The attempt's outstanding long poll for its dead members (one per attempt, kept
+    across calls of :func:`await_all`; the last is left to time out in the monitor)."""
+    if run.watch is None:
+        members = [*run.names.values(), run.ps_name]
+        devices = [*run.workers, run.plan.ps_device]
+        run.watch = run.monitor.wait_dead.remote(members, devices, WATCH_PERIODS * heartbeat_s)
+    return run.watch
+
+
 def await_all(run: Attempt, futures: dict[str, Any], heartbeat_s: float,
               events: Any) -> dict[str, Any]:
     """Results of ``futures`` (by worker device); raise Interrupted as soon as an actor dies
-    or a member of the run misses heartbeats (checked every quarter period)."""
+    or a member of the run misses heartbeats. The monitor answers a long poll the moment a
+    member is dead; progress is read from the server every quarter period meanwhile."""
     pending = {ref: device for device, ref in futures.items()}
     results: dict[str, Any] = {}
     while pending:
-        done, _ = ray.wait(list(pending), num_returns=1, timeout=heartbeat_s / 4)
+        watch = _watch(run, heartbeat_s)
+        done, _ = ray.wait([*pending, watch], num_returns=1, timeout=heartbeat_s / 4)
+        if done and done[0] == watch:
+            run.watch = None
+            lost = _lost(run, ray.get(watch))
+            if lost:
+                run.outstanding.extend(pending)
+                raise Interrupted(with_the_dead(run, lost), time.time())
+            continue
         for ref in done:
             device = pending.pop(ref)
             try:
@@ -306,10 +330,6 @@ def await_all(run: Attempt, futures: dict[str, Any], heartbeat_s: float,
                 run.outstanding.extend(pending)
                 raise Interrupted(with_the_dead(run, [(device, member, reason)]),
                                   time.time()) from None
-        lost = _lost(run, ray.get(run.monitor.dead.remote()))
-        if lost:
-            run.outstanding.extend(pending)
-            raise Interrupted(with_the_dead(run, lost), time.time())
         if not done:
             events("progress", {"samples": ps_get(run, run.ps.progress.remote())[1]})
         else:

@@ -9,9 +9,11 @@ import ray
 
 from edgewise.runtime.health import FaultBoard, HeartbeatTable, Member
 
-__all__ = ["MONITOR_NAME", "HealthMonitor"]
+__all__ = ["MONITOR_NAME", "RECHECK_S", "HealthMonitor"]
 
 MONITOR_NAME = "edgewise-monitor"
+RECHECK_S = 0.1
+"""The shortest wait between two checks of a long poll (:meth:`HealthMonitor.wait_dead`)."""
 
 
 @ray.remote(max_concurrency=32)  # type: ignore[call-overload]
@@ -49,6 +51,25 @@ class HealthMonitor:
 
     def dead(self) -> list[tuple[str, str, str, float]]:
         return [(m.name, m.kind, m.device, s) for m, s in self.table.dead(time.time())]
+
+    def wait_dead(self, names: list[str], devices: list[str],
+                  timeout_s: float) -> list[tuple[str, str, str, float]]:
+        """A long poll: as :meth:`dead`, restricted to the members ``names`` and the device
+        agents of ``devices``, returned as soon as one of them is dead, or ``[]`` after
+        ``timeout_s``. It sleeps until the first of them could be dead, so a run's driver
+        learns of a death at once and costs this actor (on the run's smallest device, often)
+        one call per ``timeout_s`` instead of a poll every quarter period."""
+        wanted, on = set(names), set(devices)
+        end = time.time() + timeout_s
+        while True:
+            now = time.time()
+            found = [d for d in self.dead()
+                     if d[0] in wanted or (d[1] == "agent" and d[2] in on)]
+            if found or now >= end:
+                return found
+            watched = wanted | {n for n, m in list(self.table.members.items())
+                                if m.kind == "agent" and m.device in on}
+            time.sleep(min(end - now, max(RECHECK_S, self.table.next_death_s(now, watched))))
 
     def device_metrics(self) -> dict[str, dict[str, float]]:
         now = time.time()
