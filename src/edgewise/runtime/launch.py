@@ -223,12 +223,11 @@ def launch(runtime: RayRuntime, config: TrainConfig, plan: TrainPlan, job_id: st
 
 
 def _lost(run: Attempt, dead: list[tuple[str, str, str, float]]) -> list[tuple[str, str, str]]:
-    devices = {*run.workers, run.plan.ps_device}
-    members = {*run.names.values(), run.ps_name}
+    """The attempt's dead, as the monitor's long poll returned them (only its members and
+    its devices' agents, :func:`_watch`), each with why it was lost."""
     return [(device, name, run.lost_reason(device, f"no heartbeat for {silence:.1f} s",
                                            SILENT_PROBE_S))
-            for name, kind, device, silence in dead
-            if name in members or (kind == "agent" and device in devices)]
+            for name, _, device, silence in dead]
 
 
 DEAD_PROBE_S = 5.0
@@ -288,10 +287,10 @@ WATCH_PERIODS = 10.0
 def _watch(run: Attempt, heartbeat_s: float) -> Any:
     """The attempt's outstanding long poll for its dead members (one per attempt, kept
     across calls of :func:`await_all`; the last is left to time out in the monitor)."""
-    if run.watch is None:
-        members = [*run.names.values(), run.ps_name]
-        devices = [*run.workers, run.plan.ps_device]
-        run.watch = run.monitor.wait_dead.remote(members, devices, WATCH_PERIODS * heartbeat_s)
+    if run.watch is None:  # the monitor keeps only these: the members and their devices' agents
+        run.watch = run.monitor.wait_dead.remote([*run.names.values(), run.ps_name],
+                                                 [*run.workers, run.plan.ps_device],
+                                                 WATCH_PERIODS * heartbeat_s)
     return run.watch
 
 
