@@ -63,3 +63,30 @@ def test_profile_refuses_to_write_a_shipped_profile(monkeypatch: pytest.MonkeyPa
 
 def _must_not_run(*_: object, **__: object) -> None:
     raise AssertionError("a shipped profile was opened for writing")
+
+
+def test_batch_size_options_choose_the_profiled_batch_sizes(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`--batch-size` (repeatable) replaces the grid's batch sizes: only those are measured."""
+    monkeypatch.setattr(cli_profile, "quick_config", _one_idle_sample)
+    out = tmp_path / "p.csv"
+
+    result = runner.invoke(app, ["profile", "--quick", "--output", str(out), "--json",
+                                 "--batch-size", "8", "--batch-size", "4", "--batch-size", "8"])
+
+    assert result.exit_code == 0, result.output
+    header, *rows = out.read_text().splitlines()
+    column = header.split(",").index("batch_size")
+    assert sorted(int(r.split(",")[column]) for r in rows) == [4, 8]
+
+
+@pytest.mark.parametrize("size", ["0", "5000"])
+def test_a_batch_size_out_of_range_is_refused(size: str, monkeypatch: pytest.MonkeyPatch,
+                                              tmp_path: Path) -> None:
+    monkeypatch.setattr(cli_profile, "run_profile", _must_not_run)
+
+    result = runner.invoke(app, ["profile", "--quick", "--output", str(tmp_path / "p.csv"),
+                                 "--batch-size", size])
+
+    assert result.exit_code == 2
+    assert "--batch-size" in result.output and size in result.output

@@ -30,7 +30,7 @@ def _light(examples: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
                       "workload": DIGITS},
         "sites": {**examples["sites"], "workload": DIGITS},
         "modelparallel": {**examples["modelparallel"], "iterations": 6, "batch_size": 64,
-                          "workload": DIGITS},
+                          "rounds": 5, "workload": DIGITS},
     }
 
 

@@ -268,12 +268,13 @@ def test_modelparallel_and_continual_runs_on_the_testbed(live: Live) -> None:
 
 def test_profile_measures_a_testbed_device_from_the_command_line(
         live: Live, tmp_path: Path) -> None:
-    """`profile --testbed --device`: the quick grid measured on the device itself (in its
-    cgroup, under its quota), every point recorded under the device's type."""
+    """`profile --testbed --device`: the quick grid's stress points measured on the device
+    itself (in its cgroup, under its quota), every point recorded under the device's type.
+    (One batch size of the grid's two: the same path at half the device time.)"""
     out = tmp_path / "nano.csv"
-    done = subprocess.run([EDGEWISE, "profile", "--quick", "--testbed", NAME, "--device",
-                           "nano-0", "--output", str(out), "--json"], env=live.env(),
-                          capture_output=True, text=True, timeout=600)
+    done = subprocess.run([EDGEWISE, "profile", "--quick", "--batch-size", "16", "--testbed",
+                           NAME, "--device", "nano-0", "--output", str(out), "--json"],
+                          env=live.env(), capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, (done.stdout[-3000:], done.stderr[-3000:])
     summary = _json_line(done.stdout)
     assert summary["rows"] == summary["written"] > 0 and summary["skipped"] == 0
@@ -282,6 +283,8 @@ def test_profile_measures_a_testbed_device_from_the_command_line(
     column = header.split(",").index("device_type")
     assert len(rows) == summary["rows"]
     assert {r.split(",")[column] for r in rows} == {"jetson-nano"}
+    batch = header.split(",").index("batch_size")
+    assert {r.split(",")[batch] for r in rows} == {"16"}
 
 
 def test_a_stalled_device_stops_and_resumes(live: Live) -> None:

@@ -107,6 +107,9 @@ def profile(
     quick: bool = typer.Option(False, help="a small grid (under a minute) instead of the "
                                            "full one (a few minutes)"),
     repeats: int = typer.Option(1, min=1, max=100, help="samples per grid point"),
+    batch_sizes: list[int] = typer.Option(
+        [], "--batch-size", help="profile only this batch size (repeat the option for "
+        "several; default: the grid's, 8 16 32 64, or 16 64 with --quick)"),
     device: str = typer.Option("", help="profile this device of a cluster where it runs "
                                         "(with --testbed, or --address and --cluster) instead "
                                         "of this host"),
@@ -130,6 +133,7 @@ def profile(
     if not device and (testbed or address):
         raise ConfigError("name the device to profile", field="--device")
     chosen = _checked_workload(workload)
+    sizes = _batch_sizes(batch_sizes)
     bars = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                     TimeElapsedColumn(), console=err)
     with bars:
@@ -140,11 +144,13 @@ def profile(
 
         if device:
             result = _on_device(output, device, device_type, quick, repeats, testbed,
-                                address, cluster, progress, chosen)
+                                address, cluster, progress, chosen, sizes)
         else:
             config = (quick_config if quick else default_config)(device_type or "host-x86",
                                                                  repeats)
-            result = run_profile(output, replace(config, workload=chosen), progress)
+            result = run_profile(output, replace(config, workload=chosen,
+                                                 batch_sizes=sizes or config.batch_sizes),
+                                 progress)
     if as_json:
         print(json.dumps({"path": str(result.path), "rows": len(result.samples),
                           "written": result.written, "skipped": result.skipped,
@@ -175,6 +181,18 @@ def _output(chosen: Path | None, name: str, quick: bool) -> Path:
     return chosen
 
 
+def _batch_sizes(chosen: list[int]) -> tuple[int, ...]:
+    """``--batch-size`` values, each once, in order (empty: the grid's own)."""
+    bad = [b for b in chosen if not 1 <= b <= MAX_BATCH]
+    if bad:
+        raise ConfigError(f"{bad[0]} is not a batch size in [1, {MAX_BATCH}]",
+                          field="--batch-size")
+    return tuple(sorted(set(chosen)))
+
+
+MAX_BATCH = 4096
+
+
 def _checked_workload(path: Path | None) -> Workload | None:
     """The workload of ``--workload``, dry-run and resolved (None: DigitsCNN on digits)."""
     if path is None:
@@ -186,7 +204,8 @@ def _checked_workload(path: Path | None) -> Workload | None:
 def _on_device(output: Path, device: str, device_type: str, quick: bool, repeats: int,
                testbed: str, address: str, cluster: Path | None,
                progress: Callable[[int, int, str], None],
-               workload: Workload | None = None) -> ProfileResult:
+               workload: Workload | None = None,
+               batch_sizes: tuple[int, ...] = ()) -> ProfileResult:
     """Profile ``device`` of the testbed ``testbed`` (joined as its driver) or of the Ray
     cluster at ``address`` whose devices ``cluster`` describes."""
     from edgewise.runtime.devprofile import device_grid, profile_device
@@ -213,7 +232,8 @@ def _on_device(output: Path, device: str, device_type: str, quick: bool, repeats
         grid = device_grid(spec.memory_mb, (0, 50, 100) if quick else (0, 30, 60, 90),
                            (0.0, 0.125) if quick else (0.0, 0.1, 0.25))
         return profile_device(runtime, device, output,
-                              replace(base, grid=tuple(grid), workload=workload),
+                              replace(base, grid=tuple(grid), workload=workload,
+                                      batch_sizes=batch_sizes or base.batch_sizes),
                               progress=progress)
 
 
