@@ -18,7 +18,7 @@ from edgewise.cli.render import catalog_table, cluster_table, metrics_table
 from edgewise.cli.tables import print_fitted
 from edgewise.cluster.catalog import catalog
 from edgewise.cluster.schema import load_cluster
-from edgewise.runtime.agent import DeviceAgent
+from edgewise.runtime.agent import distinct, start_agents
 from edgewise.runtime.launch import monitor_handle
 from edgewise.runtime.ray_cluster import (
     ADDRESS_ENV,
@@ -99,9 +99,7 @@ def up(
     try:
         print_fitted(cluster_table(cluster, runtime.stretch if runtime.emulated else None), out)
         monitor = monitor_handle(runtime, period)
-        agents = [DeviceAgent.options(  # type: ignore[attr-defined]
-            **runtime.actor_options(d.name, 64, name=f"agent-{d.name}"), get_if_exists=True
-        ).remote(d.name, monitor, period) for d in cluster.devices]
+        agents = distinct(start_agents(runtime, monitor, period, 64))
         ray.get([a.ping.remote() for a in agents])
         err.print("[dim]running; Ctrl-C stops the cluster[/]")
         deadline = time.monotonic() + seconds if seconds > 0 else float("inf")

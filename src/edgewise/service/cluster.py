@@ -49,7 +49,8 @@ def cluster_summary(cluster: Cluster) -> dict[str, object]:
 
 
 class RayDeviceServices:
-    """One ``DeviceAgent`` per device beats live metrics to the health monitor, which
+    """Device agents (``runtime.agent.start_agents``: one per device, or one for all of an
+    emulated cluster's) beat live metrics to the health monitor, which
     :meth:`device_metrics` reads; faults are injected for real (``FaultInjector``).
 
     ``heartbeat_s`` is the period of agents and monitor (the monitor keeps the period it was
@@ -59,7 +60,7 @@ class RayDeviceServices:
     def __init__(self, runtime: Any, heartbeat_s: float = 1.0) -> None:
         import ray
 
-        from edgewise.runtime.agent import DeviceAgent
+        from edgewise.runtime.agent import distinct, start_agents
         from edgewise.runtime.launch import monitor_handle
 
         if heartbeat_s <= 0:
@@ -68,12 +69,9 @@ class RayDeviceServices:
         self._lock = threading.Lock()
         self._cache: tuple[float, dict[str, dict[str, float]]] = (-math.inf, {})
         self._monitor = monitor_handle(runtime, heartbeat_s)
-        self._agents: dict[str, Any] = {}
-        for device in runtime.cluster.device_names:
-            options = runtime.actor_options(device, AGENT_MEMORY_MB, name=f"agent-{device}")
-            self._agents[device] = DeviceAgent.options(  # type: ignore[attr-defined]
-                **options, get_if_exists=True).remote(device, self._monitor, heartbeat_s)
-        ray.get([a.ping.remote() for a in self._agents.values()], timeout=AGENT_START_S)
+        self._agents: dict[str, Any] = start_agents(runtime, self._monitor, heartbeat_s,
+                                                    AGENT_MEMORY_MB)
+        ray.get([a.ping.remote() for a in distinct(self._agents)], timeout=AGENT_START_S)
 
     def device_metrics(self) -> dict[str, dict[str, float]]:
         """The monitor's latest metrics per device; asked at most every ``METRICS_TTL_S``
@@ -119,14 +117,18 @@ class RayDeviceServices:
         """Stop, unregister and kill the agents (so their silence is not read as a fault)."""
         import ray
 
+        from edgewise.runtime.agent import distinct
+
         if not ray.is_initialized():
             return
+        agents = distinct(self._agents)
         try:
-            ray.get([a.stop.remote() for a in self._agents.values()], timeout=_CALL_TIMEOUT_S)
+            ray.get([a.stop.remote() for a in agents], timeout=_CALL_TIMEOUT_S)
         except Exception as exc:  # closing must go on: the agents are killed below anyway
             _log.warning("device agents did not stop cleanly: %s", exc)
-        for device, agent in self._agents.items():
+        for device in self._agents:
             self._monitor.unregister.remote(f"agent-{device}")
+        for agent in agents:
             ray.kill(agent, no_restart=True)
         self._agents = {}
 
