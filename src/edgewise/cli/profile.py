@@ -181,16 +181,17 @@ def _output(chosen: Path | None, name: str, quick: bool) -> Path:
     return chosen
 
 
+MAX_BATCH = 4096
+"""The largest ``--batch-size``."""
+
+
 def _batch_sizes(chosen: list[int]) -> tuple[int, ...]:
-    """``--batch-size`` values, each once, in order (empty: the grid's own)."""
+    """``--batch-size`` values, each once, ascending (empty: the grid's own)."""
     bad = [b for b in chosen if not 1 <= b <= MAX_BATCH]
     if bad:
         raise ConfigError(f"{bad[0]} is not a batch size in [1, {MAX_BATCH}]",
                           field="--batch-size")
     return tuple(sorted(set(chosen)))
-
-
-MAX_BATCH = 4096
 
 
 def _checked_workload(path: Path | None) -> Workload | None:
