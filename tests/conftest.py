@@ -10,9 +10,10 @@ from typing import Any
 import pytest
 from hypothesis import settings
 
+from edgewise.cluster.examples import examples_dir
 from edgewise.cluster.model import Cluster
-from edgewise.cluster.schema import cluster_from_dict
-from edgewise.runtime.ray_cluster import share_local, shared, unshare_local
+from edgewise.cluster.schema import cluster_from_dict, load_cluster
+from edgewise.runtime.ray_cluster import emulated_resources, share_local, shared, unshare_local
 from edgewise.service import JobManager, Store
 from edgewise.service.problems import discover_problems, job_kinds
 from tests.needs import in_ci
@@ -84,6 +85,20 @@ SMALL_CLUSTER = {
 }
 
 
+def _session_resources() -> dict[str, float]:
+    """The devices of every shipped example cluster and of ``SMALL_CLUSTER``, which most
+    emulation tests use: the shared instance carries them from its first start, so that
+    their tests add no Ray node (each added node is a raylet and two Python agents, about
+    4 CPU-seconds to start; a suite run of 2026-12-03 added 30 on its two workers). Clusters
+    of other devices or memories still get a node of their own when they first run."""
+    clusters = [load_cluster(p) for p in sorted(examples_dir().glob("*.yaml"))]
+    clusters.append(cluster_from_dict(SMALL_CLUSTER, source="test"))
+    resources: dict[str, float] = {}
+    for cluster in clusters:
+        resources |= emulated_resources(cluster, tagged=True)
+    return resources
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _one_ray_instance() -> Iterator[None]:
     """One local Ray instance for every emulation test of the session (Ray's own suite does
@@ -91,7 +106,7 @@ def _one_ray_instance() -> Iterator[None]:
     runtime's shutdown ends only what it left behind. Tests that need an instance of their
     own (a foreign head, a testbed, a manager process) get one: they join or start another
     process, never this one."""
-    pool = share_local()
+    pool = share_local(_session_resources())
     yield
     RAY_STARTS.append((pool.starts, pool.added))
     unshare_local()

@@ -66,6 +66,7 @@ __all__ = [
     "connect",
     "device_resource",
     "device_resources",
+    "emulated_resources",
     "head_device",
     "head_start_line",
     "join_cluster",
@@ -205,6 +206,17 @@ def _reachable(host: str, port: int, timeout_s: float) -> bool:
         return False
 
 
+def emulated_resources(cluster: Cluster, *, tagged: bool) -> dict[str, float]:
+    """The Ray resources that emulate ``cluster``'s devices: each device's slots and memory,
+    under the tag naming its memory on a shared instance (``tagged``). What
+    :func:`share_local` takes to carry clusters from the shared instance's first start on."""
+    resources: dict[str, float] = {}
+    for d in cluster.devices:
+        resources |= device_resources(d.name, d.memory_mb,
+                                      device_tag(d.memory_mb) if tagged else "")
+    return resources
+
+
 def start_local(cluster: Cluster, config: EmulationConfig | None = None) -> RayRuntime:
     """Start a local Ray instance emulating every device of ``cluster`` on this host, bound
     to loopback. It is always a new instance of its own (``address="local"``), whatever Ray
@@ -214,10 +226,7 @@ def start_local(cluster: Cluster, config: EmulationConfig | None = None) -> RayR
     config = config or EmulationConfig()
     stretch = stretch_factors(cluster, config)
     pool = shared()
-    resources: dict[str, float] = {}
-    for d in cluster.devices:
-        resources |= device_resources(d.name, d.memory_mb,
-                                      "" if pool is None else device_tag(d.memory_mb))
+    resources = emulated_resources(cluster, tagged=pool is not None)
     if pool is None:
         init_local(resources, config.host_cores, config.object_store_mb)
         return RayRuntime(cluster, stretch, emulated=True)
