@@ -89,7 +89,7 @@ def _session_resources() -> dict[str, float]:
     """The devices of every shipped example cluster and of ``SMALL_CLUSTER``, which most
     emulation tests use: the shared instance carries them from its first start, so that
     their tests add no Ray node (each added node is a raylet and two Python agents, about
-    4 CPU-seconds to start; a suite run of 2026-12-03 added 30 on its two workers). Clusters
+    4 CPU-seconds over a run; a suite run of 2026-12-03 added 29 on its two workers). Clusters
     of other devices or memories still get a node of their own when they first run."""
     clusters = [load_cluster(p) for p in sorted(examples_dir().glob("*.yaml"))]
     clusters.append(cluster_from_dict(SMALL_CLUSTER, source="test"))

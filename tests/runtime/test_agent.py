@@ -14,7 +14,7 @@ import ray
 import yaml
 
 from edgewise.cluster.model import Cluster
-from edgewise.runtime.agent import SharedSample
+from edgewise.runtime.agent import EMULATED_AGENT, SharedSample
 from edgewise.runtime.ray_cluster import RayRuntime, start_local
 from edgewise.service.cluster import RayDeviceServices
 
@@ -80,7 +80,7 @@ def test_one_agent_beats_for_every_emulated_device_and_a_stall_silences_one(
         services._monitor.clear_faults.remote()  # the instance's monitor outlives the test
         services.close()
     assert not [a for a in ray.util.list_named_actors(all_namespaces=True)
-                if str(a.get("name", "")).startswith("agent-host")]
+                if str(a.get("name", "")).startswith(EMULATED_AGENT)]
 
 
 @pytest.mark.ray
