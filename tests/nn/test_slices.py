@@ -99,16 +99,17 @@ def test_the_scales_keep_the_published_depth_or_name_their_sibling(
     from edgewise.pipeline import scale_run
 
     made: list[Any] = []
-    monkeypatch.setattr(scale_run, "prepare", lambda spec, folder, seed: made.append(
-        (spec, folder)))
+    monkeypatch.setattr(scale_run, "prepare", lambda spec, folder, seed, micro_batch=1:
+                        made.append((spec, folder, micro_batch)))
     for name, depth in (("vit-large", 24), ("vit-huge", 32), ("bert-large", 24)):
         scale_run.load_model(name, tmp_path, scale="medium")
-        spec, folder = made[-1]
+        spec, folder, micro_batch = made[-1]
         config = spec.kwargs()
         assert config["num_hidden_layers"] == depth and config["hidden_size"] == 256
         assert spec.name == f"{name}-medium" and folder == tmp_path / f"{name}-medium"
-    scale_run.load_model("vit-large", tmp_path, scale="small")
-    assert made[-1][0].name == "vit-large-small"
+        assert micro_batch == 1
+    scale_run.load_model("vit-large", tmp_path, scale="small", micro_batch=8)
+    assert made[-1][0].name == "vit-large-small" and made[-1][2] == 8
     assert made[-1][0].kwargs()["num_hidden_layers"] == 4
     scale_run.load_model("vit-large", tmp_path)
     assert made[-1][0].name == "vit-large" and made[-1][0].kwargs()["hidden_size"] == 1024

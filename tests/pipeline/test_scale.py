@@ -82,6 +82,34 @@ def test_small_vit_pipeline_answers_once_and_holds_only_its_slices(
 
 
 @pytest.mark.ray
+def test_micro_batches_carry_each_input_through_unmixed(
+        runtime: RayRuntime, small: LargeModel, tmp_path: Path) -> None:
+    """Requests of 3 inputs each (PipeEdge's micro-batches): the plan's chain is a
+    request's (3 inputs' FLOPs), and every row of every result equals the whole model run
+    on that input alone."""
+    batched = prepare(small.spec, small.index.parent, 1, micro_batch=3)
+    assert batched.example.shape[0] == 3
+    assert sum(batched.partitioned.chain.flops) == pytest.approx(
+        3 * sum(small.partitioned.chain.flops), rel=0.01)
+    problem = cluster_problem(runtime.cluster, batched.partitioned.chain, dict.fromkeys(
+        (f"pi-{i}" for i in range(4)), 1.0), dispatcher="host")
+    plan = get_policy("even")(problem, np.random.default_rng(0))
+    inputs = random_inputs(batched.example, 4, seed=5)
+    done = serve(runtime, batched, problem, plan, inputs, whole_model_outputs(batched, inputs))
+    assert done.run.request_ids == list(range(4)) and plan.n_partitions == 4
+    alone = whole_model_outputs(small, [x[i:i + 1] for x in inputs for i in range(3)])
+    rows = [out[i:i + 1] for out in done.run.outputs for i in range(3)]
+    assert max(float(np.max(np.abs(a - b))) for a, b in zip(rows, alone, strict=True)) <= 1e-4
+
+
+def test_a_micro_batch_of_no_inputs_is_refused(tmp_path: Path) -> None:
+    from edgewise.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="at least 1 input, got 0"):
+        prepare(large_spec("vit-huge", **SMALL), tmp_path, 1, micro_batch=0)
+
+
+@pytest.mark.ray
 def test_a_plan_that_does_not_fit_is_refused_naming_device_and_bytes(
         runtime: RayRuntime, small: LargeModel) -> None:
     chain = small.partitioned.chain
@@ -111,6 +139,27 @@ def test_the_window_keeps_two_requests_per_stage_or_what_littles_law_asks() -> N
     assert window_for(_outcome(3, 0.0, 0.0)) == 8  # a plan that computes nothing
 
 
+def test_the_steady_span_leaves_out_the_fill_and_the_drain() -> None:
+    """102 requests through a window of 34: from the 34th result (all in flight) to the
+    67th, whose return lets the last request in; 24 requests through the same window have
+    no steady span: the middle to the last, flagged."""
+    from edgewise.pipeline.scale import steady_span
+
+    assert steady_span(34, 102) == (34, 67, True)
+    assert steady_span(34, 24) == (12, 23, False)
+    assert steady_span(4, 24) == (4, 19, True)
+
+
+def test_a_request_is_resent_only_after_several_times_its_planned_wait() -> None:
+    """One device taking 8 s a request (a micro-batch on a Pi) with 4 in flight: the 4th
+    waits about 32 s, queued, not lost; it is re-sent after 4 × (4 × 8 + 8) s, not 30 s.
+    Fast plans keep the 30 s floor."""
+    from edgewise.pipeline.scale import resend_after_s
+
+    assert resend_after_s(_outcome(1, 8.0, 8.0), 4) == 4 * (4 * 8.0 + 8.0)
+    assert resend_after_s(_outcome(16, 1.6, 0.1), 34) == 30.0
+
+
 def test_the_run_json_counts_results_delivered_twice_apart_from_dropped_copies() -> None:
     """``duplicates`` is what the dispatcher yielded twice (request ids seen twice);
     ``duplicates_suppressed`` the late copies it dropped, which keep delivery exactly once."""
@@ -126,12 +175,15 @@ def test_the_run_json_counts_results_delivered_twice_apart_from_dropped_copies()
                               stage_timings=[{"parameters": 3}, {"parameters": 4}])
         return SimpleNamespace(run=run, busy=(0.5, 0.5), peak_bytes=(1, 1),
                                device_bytes=(4, 4), window=6, max_abs_diff=0.0,
-                               outcome=SimpleNamespace(throughput_rps=10.0), steady_rps=5.0)
+                               outcome=SimpleNamespace(throughput_rps=10.0), steady_rps=5.0,
+                               span=(1, 2, False))
 
-    setup: Any = SimpleNamespace(runtime=SimpleNamespace(time_dilation=1.0), links="file")
+    setup: Any = SimpleNamespace(runtime=SimpleNamespace(time_dilation=1.0), links="file",
+                                 model=SimpleNamespace(example=np.zeros((2, 3, 4, 4))))
     problem: Any = SimpleNamespace(nodes=("a", "b"))
     once = run_json(setup, problem, plan, done([0, 1, 2], dropped=1))
     assert once["duplicates"] == 0 and once["duplicates_suppressed"] == 1
     assert once["requests"] == 3 and once["in_order"]
+    assert once["micro_batch"] == 2 and once["steady_inputs_per_s"] == 10.0
     twice = run_json(setup, problem, plan, done([0, 1, 1, 2], dropped=0))
     assert twice["duplicates"] == 1 and twice["duplicates_suppressed"] == 0

@@ -51,6 +51,8 @@ def scale(cluster: Path = typer.Argument(..., help="cluster YAML (its manager di
           policy: str = typer.Option("pipeedge", help="a registered pipeline policy"),
           devices: int = typer.Option(0, min=0, help="use the first N devices (0: all)"),
           requests: int = typer.Option(12, min=2, max=10_000),
+          micro_batch: int = typer.Option(1, min=1, max=1024,
+                                          help="inputs per request (a micro-batch)"),
           measure_links: bool = typer.Option(
               False, "--measure-links", help="probe every pair's rate first and plan with "
               "the measured rates instead of the cluster file's"),
@@ -60,7 +62,8 @@ def scale(cluster: Path = typer.Argument(..., help="cluster YAML (its manager di
           seed: int = typer.Option(0), address: str = Address, as_json: AsJson = False) -> None:
     """Pipeline a ViT-Large/Huge or BERT-Large (seeded random weights, stage-local loading)
     over CLUSTER's devices with POLICY; check every output against the whole model."""
-    lm = load_model(model, weights_dir, scale="small" if small else "full", seed=seed)
+    lm = load_model(model, weights_dir, scale="small" if small else "full", seed=seed,
+                    micro_batch=micro_batch)
     inputs = random_inputs(lm.example, requests, seed)
     reference = whole_model_outputs(lm, inputs)
     runtime = connect(load_cluster(cluster), address or None)
@@ -79,4 +82,5 @@ def scale(cluster: Path = typer.Argument(..., help="cluster YAML (its manager di
               f"{figures['duplicates']}; largest difference to the whole model "
               f"{figures['outputs_max_abs_diff']:.3g}; steady throughput "
               f"{figures['steady_throughput_rps']}/s against the plan's "
-              f"{figures['planned_throughput_rps']}/s; window {figures['window']}")
+              f"{figures['planned_throughput_rps']}/s ({figures['micro_batch']} inputs a "
+              f"request); window {figures['window']}")

@@ -47,13 +47,13 @@ class LargeSpec:
     def is_text(self) -> bool:
         return "vocab_size" in self.kwargs()
 
-    def example(self) -> torch.Tensor:
-        """A batch-1 request: an image, or token ids."""
+    def example(self, batch: int = 1) -> torch.Tensor:
+        """A request of ``batch`` inputs (a micro-batch): images, or token ids."""
         cfg = self.kwargs()
         if self.is_text:
-            return torch.randint(0, int(cfg["vocab_size"]), (1, int(cfg["seq_len"])))
+            return torch.randint(0, int(cfg["vocab_size"]), (batch, int(cfg["seq_len"])))
         size = int(cfg["image_size"])
-        return torch.zeros(1, int(cfg.get("num_channels", 3)), size, size)
+        return torch.zeros(batch, int(cfg.get("num_channels", 3)), size, size)
 
 
 _VIT = {"image_size": 224, "num_labels": 1000}
@@ -125,9 +125,15 @@ class LargeModel:
         return load_whole(model, self.index)
 
 
-def prepare(spec: LargeSpec, directory: Path, seed: int = 0) -> LargeModel:
+def prepare(spec: LargeSpec, directory: Path, seed: int = 0, *,
+            micro_batch: int = 1) -> LargeModel:
     """Build ``spec`` on ``meta``, write its seeded weights under ``directory`` (kept and
-    reused when the index there says the same seed and model) and trace it for its chain."""
+    reused when the index there says the same seed and model) and trace it for its chain
+    with requests of ``micro_batch`` inputs: the chain's FLOPs and activations are a
+    request's, so plans and profiles are per request."""
+    if micro_batch < 1:
+        raise ConfigError(f"a micro-batch holds at least 1 input, got {micro_batch}",
+                          field="micro_batch")
     torch.manual_seed(seed)  # buffers and the config's own draws
     with empty_parameters():
         model = model_builder(spec)()
@@ -136,7 +142,7 @@ def prepare(spec: LargeSpec, directory: Path, seed: int = 0) -> LargeModel:
                                                                    sort_keys=True)}
     if not index.exists() or json.loads(index.read_text()).get("metadata") != stamp:
         index = write_seeded_weights(model, directory, seed, metadata=stamp)
-    example = spec.example()
+    example = spec.example(micro_batch)
     traced_on = example if not example.is_floating_point() else example.to("meta")
     pm = partition_model(spec.name, model, traced_on)
     return LargeModel(spec, pm, index, example)

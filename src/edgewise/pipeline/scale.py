@@ -27,8 +27,9 @@ from edgewise.pipeline.sim import PipelineOutcome, simulate
 from edgewise.runtime.ray_cluster import RayRuntime
 from edgewise.runtime.slice_profile import MIN_SECONDS, time_slice
 
-__all__ = ["RESERVE_MB", "WINDOW_PER_STAGE", "ScaleRun", "cluster_problem", "point_example",
-           "profile_gflops", "serve", "whole_model_outputs", "window_for"]
+__all__ = ["RESERVE_MB", "STEADY_WINDOWS", "WINDOW_PER_STAGE", "ScaleRun", "cluster_problem",
+           "point_example", "profile_gflops", "resend_after_s", "serve", "steady_span",
+           "whole_model_outputs", "window_for"]
 
 RESERVE_MB = 512
 """Memory a stage's process needs besides its slice (Python, torch, Ray's worker): the
@@ -120,13 +121,33 @@ def window_for(outcome: PipelineOutcome) -> int:
     return max(little, WINDOW_PER_STAGE * len(outcome.plan.nodes) + 2)
 
 
+RESEND_FLOOR_S = 30.0
+"""The dispatcher's default resend deadline: the least a request waits before it is
+re-sent with every stage healthy."""
+RESEND_MARGIN = 4.0
+"""How many times its planned wait a request may take before it is re-sent: the plan's
+speeds are profiled, and a testbed node served 0.98 requests/s where its profile said
+0.73 (2026-12-02), so the margin is wide."""
+
+
+def resend_after_s(outcome: PipelineOutcome, window: int) -> float:
+    """The resend deadline for a plan and window: a request waits behind up to ``window``
+    others at the bottleneck and then crosses the pipeline (Little's law), times
+    :data:`RESEND_MARGIN`, and never below :data:`RESEND_FLOOR_S`. A fixed 30 s would
+    re-send requests that are only queued once a request takes seconds (a micro-batch of
+    8 ViT inputs on one Pi), doubling the load it waits on."""
+    planned_wait_s = window * outcome.bottleneck_s + outcome.latency_s
+    return max(RESEND_FLOOR_S, RESEND_MARGIN * planned_wait_s)
+
+
 @dataclass(frozen=True, slots=True)
 class ScaleRun:
     """One plan served: the simulated outcome, the run, the window, the largest output
     difference to the whole model, and per stage its steady-state busy fraction (compute
     seconds over wall seconds once the pipeline is full), its peak memory (process RSS)
-    and its device's memory; ``steady_rps``: results per second once the pipeline is full
-    (from the ``window``-th result, or the middle one if that is later, to the last)."""
+    and its device's memory; ``steady_rps``: results per second while the pipeline is
+    full; ``span``: the results that bound that span (:func:`steady_span`) and whether it
+    leaves out both the fill and the drain."""
 
     outcome: PipelineOutcome
     run: PipelineRun
@@ -136,6 +157,26 @@ class ScaleRun:
     peak_bytes: tuple[int, ...]
     device_bytes: tuple[int, ...]
     steady_rps: float
+    span: tuple[int, int, bool] = (0, 0, False)
+
+
+STEADY_WINDOWS = 3
+"""Requests a run needs, in windows, for a steady span: one window fills the pipeline, one
+streams with every stage fed, one drains it."""
+
+
+def steady_span(window: int, requests: int) -> tuple[int, int, bool]:
+    """The results between which the pipeline is full: from the ``window``-th result (every
+    request in flight has entered) to the one whose return lets the last request in
+    (``requests - 1 - window``); after it the first stages run dry while the last ones
+    drain. With fewer than :data:`STEADY_WINDOWS` windows of requests there is no such
+    span: the ``window``-th (at most the middle) to the last, flagged ``False``. A run of
+    24 requests with a window of 34 (ViT-Large's sibling on 16 testbed devices, 2026-12-03)
+    read the first eight stages 0.0 busy: they had finished before the span began."""
+    first, last = window, requests - 1 - window
+    if requests >= STEADY_WINDOWS * window and last > first:
+        return first, last, True
+    return min(window, requests // 2), requests - 1, False
 
 
 class _Steady:
@@ -172,8 +213,9 @@ def serve(runtime: RayRuntime, lm: LargeModel, problem: PipelineProblem, plan: P
     ``reference`` (the whole model's outputs, computed off the devices)."""
     outcome = simulate(problem, lambda _p, _r: plan)
     window = int(options.pop("window", window_for(outcome)))
-    # the span starts once ``window`` results are back (at most half-way: few requests)
-    steady = _Steady(min(window, len(inputs) // 2), len(inputs) - 1)
+    options.setdefault("request_timeout_s", resend_after_s(outcome, window))
+    span = steady_span(window, len(inputs))
+    steady = _Steady(span[0], span[1])
 
     def hook(dispatcher: Dispatcher, result: Result) -> None:
         steady(dispatcher, result)
@@ -187,7 +229,7 @@ def serve(runtime: RayRuntime, lm: LargeModel, problem: PipelineProblem, plan: P
     devices = [runtime.cluster.device(problem.nodes[i]) for i in plan.nodes]
     return ScaleRun(outcome, run, window, diff, steady.busy(),
                     tuple(int(t.get("peak_rss_bytes", 0)) for t in run.stage_timings),
-                    tuple(d.memory_mb * 2**20 for d in devices), steady.rate())
+                    tuple(d.memory_mb * 2**20 for d in devices), steady.rate(), span)
 
 
 @torch.no_grad()

@@ -42,9 +42,11 @@ SCALES = {"full": {}, "medium": MEDIUM, "small": SMALL}
 """Model scales by name: config fields replaced in the published model's."""
 
 
-def load_model(name: str, directory: Path, *, scale: str = "full", seed: int = 0) -> LargeModel:
+def load_model(name: str, directory: Path, *, scale: str = "full", seed: int = 0,
+               micro_batch: int = 1) -> LargeModel:
     """The named large model at ``scale`` (``full``, or the sibling ``medium`` or ``small``
-    of :data:`SCALES`), weights under ``directory``/name."""
+    of :data:`SCALES`), weights under ``directory``/name, a request being ``micro_batch``
+    inputs."""
     spec = large_spec(name)
     if scale not in SCALES:
         raise ConfigError(f"the model scale is one of {', '.join(SCALES)}, got {scale!r}",
@@ -52,7 +54,7 @@ def load_model(name: str, directory: Path, *, scale: str = "full", seed: int = 0
     if SCALES[scale]:
         keys = set(spec.kwargs())
         spec = large_spec(name, scale, **{k: v for k, v in SCALES[scale].items() if k in keys})
-    return prepare(spec, directory / spec.name, seed)
+    return prepare(spec, directory / spec.name, seed, micro_batch=micro_batch)
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,9 +121,10 @@ def run_json(s: ScaleSetup, problem: PipelineProblem, plan: PipelinePlan,
             "peak_memory_bytes": done.peak_bytes[k], "device_memory_bytes": done.device_bytes[k],
             "peak_memory_ratio": round(done.peak_bytes[k] / done.device_bytes[k], 4)})
     bound = done.outcome.throughput_rps
+    micro_batch = int(s.model.example.shape[0])
     return {
         "policy": plan.policy, "devices": len(problem.nodes), "stages_used": len(plan.nodes),
-        "links": s.links,
+        "links": s.links, "micro_batch": micro_batch,
         "cuts": list(plan.cuts), "window": done.window, "requests": len(done.run.outputs),
         "in_order": done.run.request_ids == sorted(done.run.request_ids),
         "duplicates": len(done.run.request_ids) - len(set(done.run.request_ids)),
@@ -130,7 +133,9 @@ def run_json(s: ScaleSetup, problem: PipelineProblem, plan: PipelinePlan,
         "planned_throughput_rps": round(bound, 4),
         "throughput_rps": round(done.run.throughput_rps, 4),
         "steady_throughput_rps": round(done.steady_rps, 4),
+        "steady_inputs_per_s": round(done.steady_rps * micro_batch, 4),
         "steady_ratio_to_plan": round(done.steady_rps / bound, 4) if bound else None,
+        "steady_span_results": list(done.span[:2]), "steady_span_full": done.span[2],
         "time_dilation": dilation, "stages": stages}
 
 

@@ -9,8 +9,8 @@ against PipeEdge (Hu et al., DSD 2022).
    with every policy, ours over PipeEdge's partition; then one device killed under load.
 
 Every run's outputs are checked against the whole model, evaluated once off the devices;
-throughputs are steady-state results per second (wall, in ``timings``; ratios are
-dimensionless and the same in device time).
+throughputs are steady-state results (micro-batches of ``--micro-batch`` inputs) per
+second (wall, in ``timings``; ratios are dimensionless and the same in device time).
 """
 
 from __future__ import annotations
@@ -28,8 +28,10 @@ from edgewise.cluster.examples import example_path
 from edgewise.errors import ConfigError, InfeasibleError
 from edgewise.nn.large import LargeModel
 from edgewise.pipeline.dispatcher import Dispatcher, Result
-from edgewise.pipeline.scale import serve, whole_model_outputs
+from edgewise.pipeline.problem import PipelinePlan, PipelineProblem
+from edgewise.pipeline.scale import STEADY_WINDOWS, serve, whole_model_outputs, window_for
 from edgewise.pipeline.scale_run import SCALES, ScaleSetup, load_model, plan_on, run_json, setup
+from edgewise.pipeline.sim import simulate
 from edgewise.pipeline.workload import random_inputs
 from edgewise.testbed.host import require
 from edgewise.testbed.lifecycle import require_cgroups
@@ -44,6 +46,12 @@ CURVE_POLICIES = ("pipeedge", "bottleneck-search", "even")
 QUICK_COUNTS, QUICK_POLICIES = (1, 16), ("pipeedge", "bottleneck-search")
 PARTS = ("homogeneous", "heterogeneous")
 ALL_POLICIES = ("pipeedge", "bottleneck-search", "seifer", "joint-greedy", "even")
+MICRO_BATCH = 8
+"""Inputs per request: PipeEdge's runtime streams micro-batches, 8 by default (the
+``--splits`` default of usc-isi/PipeEdge's ``runtime.py``, batch 64 split in micro-batches
+of 8). A request then carries 8 inputs through every stage, so each hop's fixed cost (a
+Ray call, about 0.7 ms of CPU at each end) is paid once per 8 inputs; every run of a bench
+uses the same micro-batch, the one-device baselines too."""
 
 
 class _Bench:
@@ -57,6 +65,8 @@ class _Bench:
         self.counts = QUICK_COUNTS if ctx.quick else COUNTS
         self.policies = QUICK_POLICIES if ctx.quick else CURVE_POLICIES
         self.left: dict[str, int] = {}
+        self.sent = self.requests  # requests of the run being served
+        self.part = ""  # the testbed up now: runs' timings are keyed by it
 
     @contextmanager
     def up(self, key: str) -> Iterator[Testbed]:
@@ -65,19 +75,35 @@ class _Bench:
                 example_path(f"pipeline-16-{key}.yaml"), name,
                 subnet=str(self.ctx.option("subnet")), fresh=True) as tb:
             self.ctx.timings[f"{key}_up_seconds"] = tb.record.up_seconds
+            self.part = key
             yield tb
         self.left[key] = sum(leftovers(name, require_cgroups()).values())
 
     def model(self, name: str) -> tuple[LargeModel, list[Any], list[Any]]:
-        lm = load_model(name, self.weights, scale=self.scale, seed=self.ctx.seed)
+        lm = load_model(name, self.weights, scale=self.scale, seed=self.ctx.seed,
+                        micro_batch=int(self.ctx.option("micro_batch")))
         inputs = random_inputs(lm.example, self.requests, self.ctx.seed)
         return lm, inputs, whole_model_outputs(lm, inputs)
 
-    def run(self, s: ScaleSetup, data: tuple[LargeModel, list[Any], list[Any]], count: int,
-            policy: str, on_result: Any = None) -> dict[str, Any]:
-        """Plan on ``count`` devices, serve, record; an infeasible plan is recorded too."""
+    def stream(self, data: tuple[LargeModel, list[Any], list[Any]], plan: PipelinePlan,
+               problem: PipelineProblem) -> tuple[list[Any], list[Any]]:
+        """The requests a run of ``plan`` serves: ``--requests``, and at least
+        :data:`STEADY_WINDOWS` of the plan's windows so that its span is steady (the same
+        seeded inputs, extended; the whole model's outputs computed once for each)."""
         lm, inputs, reference = data
-        label = f"{lm.spec.name} {policy} on {count}"
+        n = max(self.requests, STEADY_WINDOWS * window_for(simulate(problem, lambda *_: plan)))
+        self.sent = n
+        if len(inputs) < n:
+            more = random_inputs(lm.example, n, self.ctx.seed)[len(inputs):]
+            inputs.extend(more)
+            reference.extend(whole_model_outputs(lm, more))
+        return inputs[:n], reference[:n]
+
+    def run(self, s: ScaleSetup, data: tuple[LargeModel, list[Any], list[Any]], count: int,
+            policy: str, on_result: Any = None, tag: str = "") -> dict[str, Any]:
+        """Plan on ``count`` devices, serve, record; an infeasible plan is recorded too."""
+        lm = data[0]
+        label = f"{self.part} {lm.spec.name} {policy} on {count}{tag}".strip()
         self.ctx.progress(label, min(0.95, len(self.runs) / 40))
         try:
             problem, plan = plan_on(s, count, policy, self.ctx.seed)
@@ -85,10 +111,12 @@ class _Bench:
             out = {"model": lm.spec.name, "policy": policy, "devices": count,
                    "infeasible": str(exc)}
         else:
+            inputs, reference = self.stream(data, plan, problem)
             started = time.perf_counter()
             done = serve(s.runtime, lm, problem, plan, inputs, reference,
                          on_result=on_result)
             out = {"model": lm.spec.name, **run_json(s, problem, plan, done),
+                   "requests_sent": len(inputs),
                    "run_seconds": round(time.perf_counter() - started, 2)}
             self.ctx.timings[f"{label} steady_rps"] = done.steady_rps
         self.runs.append(out)
@@ -166,16 +194,16 @@ def _kill(b: _Bench, s: ScaleSetup, data: tuple[LargeModel, list[Any], list[Any]
     faults = tb.faults()
 
     def kill(dispatcher: Dispatcher, result: Result) -> None:
-        if result.request_id == b.requests // 5 and not killed:
+        if result.request_id == b.sent // 5 and not killed:
             victim = dispatcher.stages[len(dispatcher.stages) // 2].device
             faults.kill_device(victim)
             killed.append(victim)
 
-    run = b.run(s, data, 16, policy, on_result=kill)
+    run = b.run(s, data, 16, policy, on_result=kill, tag=", a device killed")
     n = run.get("requests", 0)
     # delivered twice (none may be); a resent request's late copy that the dispatcher
     # dropped is ``duplicates_suppressed``: the mechanism that keeps delivery exactly once
-    return {"requests_lost": b.requests - (n - (run.get("duplicates") or 0)),
+    return {"requests_lost": run.get("requests_sent", 0) - (n - (run.get("duplicates") or 0)),
             "requests_duplicated": run.get("duplicates"),
             "duplicates_suppressed": run.get("duplicates_suppressed"),
             "kill_device": killed[0] if killed else None, "kill_policy": policy,
@@ -218,11 +246,14 @@ SPEC = BenchSpec(
                     kind="str"),
         BenchOption("parts", ",".join(PARTS), "parts to run, comma-separated: "
                     + ", ".join(PARTS), kind="str"),
-        BenchOption("requests", 24, "requests per run", minimum=6),
+        BenchOption("requests", 24, "requests per run, at least (a run serves at least "
+                    "three of its plan's windows: fill, steady, drain)", minimum=6),
         BenchOption("model_scale", "full", "full (ViT-Large/Huge as published), medium "
                     "(their depth, hidden 256: compute-bound stages on a host too small for "
                     "full size) or small (4 layers, hidden 64: for trying the bench)",
                     kind="str"),
+        BenchOption("micro_batch", MICRO_BATCH, "inputs per request, as PipeEdge's runtime "
+                    "splits a batch into micro-batches", minimum=1),
         BenchOption("measure_links", False, "plan the heterogeneous runs on measured links",
                     kind="bool"),
         BenchOption("runs_log", "", "append each run to this file as a JSON line as it ends",
@@ -233,5 +264,6 @@ SPEC = BenchSpec(
     labels={"vit_large_speedup_16_over_1": "steady results/s on 16 devices over one device "
             "running the whole model, the best of the curve policies at each",
             "bottleneck_busy_fraction_min": "over the runs with 2 or more stages: the busiest "
-            "stage's compute seconds over wall seconds once the pipeline is full"},
+            "stage's compute seconds over wall seconds in the steady span (from the "
+            "window-th result to the one that lets the last request in)"},
 )
