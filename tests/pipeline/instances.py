@@ -10,7 +10,7 @@ from edgewise.nn.chain import ModelChain
 from edgewise.pipeline.generate import MB
 from edgewise.pipeline.problem import PipelineProblem
 
-__all__ = ["problems", "random_chain", "worked"]
+__all__ = ["problems", "random_chain", "typed_problems", "worked"]
 
 
 @st.composite
@@ -52,3 +52,34 @@ def random_chain(rng: np.random.Generator, segs: int) -> ModelChain:
                       tuple(int(x) for x in rng.integers(10_000, 2_000_000, segs)),
                       tuple(int(x) for x in rng.integers(8 * MB, 30 * MB, segs)),
                       tuple(float(x) for x in rng.uniform(1e8, 1e9, segs)))
+
+
+@st.composite
+def typed_problems(draw: st.DrawFn) -> PipelineProblem:
+    """Clusters of 1–3 device types, 1–3 devices each: links depend on the two types only
+    (within a type too), so the program counts devices per type."""
+    counts = draw(st.lists(st.integers(1, 3), min_size=1, max_size=3))
+    kinds = [k for k, c in enumerate(counts) for _ in range(c)]
+    segs = draw(st.integers(3, 8))
+    sizes = st.integers(1_000, 5_000_000)
+    chain = ModelChain("m", draw(sizes), tuple(draw(st.lists(sizes, min_size=segs,
+                                                             max_size=segs))),
+                       tuple(draw(st.lists(st.integers(1, 40), min_size=segs, max_size=segs))),
+                       tuple(draw(st.lists(st.floats(1e6, 1e9), min_size=segs,
+                                           max_size=segs))))
+    t = len(counts)
+    mem = draw(st.lists(st.integers(30, 120), min_size=t, max_size=t))
+    speed = draw(st.lists(st.floats(0.1, 10.0), min_size=t, max_size=t))
+    pair = draw(st.lists(st.floats(0.5, 100.0), min_size=t * t, max_size=t * t))
+    to_dispatcher = draw(st.lists(st.floats(0.5, 100.0), min_size=t, max_size=t))
+    n = len(kinds)
+    bw = np.zeros((n + 1, n + 1))
+    for a, ka in enumerate(kinds):
+        bw[0, a + 1] = bw[a + 1, 0] = to_dispatcher[ka]
+        for b, kb in enumerate(kinds):
+            if a != b:
+                lo, hi = min(ka, kb), max(ka, kb)
+                bw[a + 1, b + 1] = pair[lo * t + hi]
+    return PipelineProblem(chain, tuple(f"n{i}" for i in range(n)),
+                           tuple(mem[k] for k in kinds), bw, tuple(speed[k] for k in kinds),
+                           dispatcher_transfer=draw(st.booleans()))

@@ -5,7 +5,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from edgewise.errors import ConfigError, InfeasibleError
 from edgewise.nn.chain import ModelChain
@@ -14,7 +13,7 @@ from edgewise.pipeline.policies._common import objective
 from edgewise.pipeline.policies.even import even_cuts
 from edgewise.pipeline.policies.pipeedge import device_types, pipeedge
 from edgewise.pipeline.problem import PipelinePlan, PipelineProblem
-from tests.pipeline.instances import problems
+from tests.pipeline.instances import problems, typed_problems
 
 
 def _plans(problem: PipelineProblem) -> tuple[PipelinePlan, PipelinePlan] | None:
@@ -45,37 +44,6 @@ def test_pipeedge_equals_exact_on_distinct_devices(problem: PipelineProblem) -> 
         best, plan = found
         _check(problem, plan)
         assert plan.bottleneck_s == pytest.approx(best.bottleneck_s, rel=1e-12)
-
-
-@st.composite
-def typed_problems(draw: st.DrawFn) -> PipelineProblem:
-    """Clusters of 1–3 device types, 1–3 devices each: links depend on the two types only
-    (within a type too), so the program counts devices per type."""
-    counts = draw(st.lists(st.integers(1, 3), min_size=1, max_size=3))
-    kinds = [k for k, c in enumerate(counts) for _ in range(c)]
-    segs = draw(st.integers(3, 8))
-    sizes = st.integers(1_000, 5_000_000)
-    chain = ModelChain("m", draw(sizes), tuple(draw(st.lists(sizes, min_size=segs,
-                                                             max_size=segs))),
-                       tuple(draw(st.lists(st.integers(1, 40), min_size=segs, max_size=segs))),
-                       tuple(draw(st.lists(st.floats(1e6, 1e9), min_size=segs,
-                                           max_size=segs))))
-    t = len(counts)
-    mem = draw(st.lists(st.integers(30, 120), min_size=t, max_size=t))
-    speed = draw(st.lists(st.floats(0.1, 10.0), min_size=t, max_size=t))
-    pair = draw(st.lists(st.floats(0.5, 100.0), min_size=t * t, max_size=t * t))
-    to_dispatcher = draw(st.lists(st.floats(0.5, 100.0), min_size=t, max_size=t))
-    n = len(kinds)
-    bw = np.zeros((n + 1, n + 1))
-    for a, ka in enumerate(kinds):
-        bw[0, a + 1] = bw[a + 1, 0] = to_dispatcher[ka]
-        for b, kb in enumerate(kinds):
-            if a != b:
-                lo, hi = min(ka, kb), max(ka, kb)
-                bw[a + 1, b + 1] = pair[lo * t + hi]
-    return PipelineProblem(chain, tuple(f"n{i}" for i in range(n)),
-                           tuple(mem[k] for k in kinds), bw, tuple(speed[k] for k in kinds),
-                           dispatcher_transfer=draw(st.booleans()))
 
 
 @settings(max_examples=40, deadline=None)

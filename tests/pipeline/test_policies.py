@@ -10,12 +10,13 @@ from edgewise.errors import InfeasibleError
 from edgewise.nn.chain import ModelChain
 from edgewise.pipeline.generate import MB, random_instance
 from edgewise.pipeline.policies import REGISTRY, get_policy
-from edgewise.pipeline.policies._common import objective
+from edgewise.pipeline.policies._common import interchangeable, objective
+from edgewise.pipeline.policies.bottleneck_search import bottleneck_search
 from edgewise.pipeline.policies.exact import theorem1_lower_bound
 from edgewise.pipeline.policies.kpath import k_path
 from edgewise.pipeline.policies.seifer import seifer
 from edgewise.pipeline.problem import PipelinePlan, PipelineProblem, bottleneck_s
-from tests.pipeline.instances import problems, random_chain, worked
+from tests.pipeline.instances import problems, random_chain, typed_problems, worked
 
 HEURISTICS = ("random", "joint-greedy", "seifer", "bottleneck-search")
 RNG_SEED = 7
@@ -179,3 +180,57 @@ def test_the_registry_names_every_policy_once() -> None:
     assert REGISTRY.names() == ["bottleneck-search", "even", "exact", "joint-greedy",
                                 "pipeedge", "random", "seifer"]
     assert REGISTRY.get("seifer") is seifer
+
+
+@settings(max_examples=60, deadline=None)
+@given(typed_problems())
+def test_bottleneck_search_is_exact_where_devices_are_interchangeable(
+        problem: PipelineProblem) -> None:
+    """Devices of a type (same speed, memory and links) are tried lowest first: the search
+    still returns the exact oracle's bottleneck, and swapping two devices that
+    :func:`interchangeable` groups leaves the oracle's plan as good."""
+    classes = interchangeable(problem)
+    for v, mask in enumerate(classes):
+        assert mask >> v & 1 and all(classes[w] == mask for w in range(len(classes))
+                                     if mask >> w & 1)
+    try:
+        best = get_policy("exact")(problem, np.random.default_rng(RNG_SEED))
+    except InfeasibleError:
+        with pytest.raises(InfeasibleError):
+            get_policy("bottleneck-search")(problem, np.random.default_rng(RNG_SEED))
+        return
+    plan = get_policy("bottleneck-search")(problem, np.random.default_rng(RNG_SEED))
+    _check_feasible(problem, plan)
+    assert plan.bottleneck_s == pytest.approx(best.bottleneck_s, rel=1e-12)
+    for k, v in enumerate(best.nodes):
+        for w in range(len(classes)):
+            if classes[v] >> w & 1 and w not in best.nodes:
+                nodes = (*best.nodes[:k], w, *best.nodes[k + 1:])
+                assert objective(problem, best.cuts, nodes) == best.bottleneck_s
+
+
+def test_interchangeable_devices_are_grouped_and_different_ones_are_not() -> None:
+    """Four nodes: 0 and 2 alike, 1 as fast but with another memory, 3 alike in everything
+    but its link to the dispatcher."""
+    chain = random_chain(np.random.default_rng(0), 4)
+    bw = np.full((5, 5), 100.0)
+    np.fill_diagonal(bw, 0.0)
+    bw[0, 4] = bw[4, 0] = 50.0
+    problem = PipelineProblem(chain, ("a", "b", "c", "d"), (8 * MB, 4 * MB, 8 * MB, 8 * MB),
+                              bw, (2.0, 2.0, 2.0, 2.0))
+    assert interchangeable(problem) == (0b0101, 0b0010, 0b0101, 0b1000)
+
+
+def test_sixteen_identical_devices_need_few_search_calls() -> None:
+    """16 interchangeable devices, each holding twice an even share of 40 segments: the
+    search within 20,000 calls (the subsets of 16 devices alone are 65,536) finds PipeEdge's
+    bottleneck. Trying every device as a distinct one, the same budget ran out and left a
+    bottleneck 12 % longer (0.373 s against 0.332 s, 2026-12-03)."""
+    chain = random_chain(np.random.default_rng(0), 40)
+    bw = np.full((17, 17), 1000.0)
+    np.fill_diagonal(bw, 0.0)
+    problem = PipelineProblem(chain, tuple(f"pi-{i}" for i in range(16)),
+                              (sum(chain.memory_bytes) // 8,) * 16, bw, (5.0,) * 16)
+    plan = bottleneck_search(problem, np.random.default_rng(0), budget=20_000)
+    other = get_policy("pipeedge")(problem, np.random.default_rng(0))
+    assert plan.bottleneck_s == pytest.approx(other.bottleneck_s, rel=1e-12)

@@ -11,8 +11,8 @@ from numpy.typing import NDArray
 from edgewise.errors import InfeasibleError
 from edgewise.pipeline.problem import PipelinePlan, PipelineProblem, bottleneck_s
 
-__all__ = ["Budget", "SearchBudgetExceeded", "Tables", "feasible_path", "make_plan", "matchable",
-           "objective", "parts_needed", "tables"]
+__all__ = ["Budget", "SearchBudgetExceeded", "Tables", "feasible_path", "interchangeable",
+           "make_plan", "matchable", "objective", "parts_needed", "tables"]
 
 Array = NDArray[np.float64]
 Path = tuple[tuple[int, ...], tuple[int, ...]]
@@ -140,6 +140,36 @@ def _min_parts(t: Tables) -> list[int]:
     return out
 
 
+def interchangeable(problem: PipelineProblem) -> tuple[int, ...]:
+    """For each node, the bit mask of the nodes interchangeable with it (itself included):
+    the same memory and speed, and the same link rate to and from every other vertex, the
+    dispatcher included, and between the two either way. Swapping two such nodes changes
+    no transfer, compute or memory figure of any plan."""
+    n, bw = len(problem.nodes), problem.bandwidth_mbps
+    speed = problem.gflops
+
+    def same(u: int, w: int) -> bool:
+        if problem.memory_bytes[u] != problem.memory_bytes[w]:
+            return False
+        if speed is not None and speed[u] != speed[w]:
+            return False
+        others = [k for k in range(n + 1) if k not in (u + 1, w + 1)]
+        return (bool(np.array_equal(bw[u + 1, others], bw[w + 1, others]))
+                and bool(np.array_equal(bw[others, u + 1], bw[others, w + 1]))
+                and bw[u + 1, w + 1] == bw[w + 1, u + 1])
+
+    reps: list[int] = []
+    rep_of = list(range(n))
+    for v in range(n):  # a swap of two is a symmetry, so the relation is transitive
+        rep_of[v] = next((r for r in reps if same(r, v)), v)
+        if rep_of[v] == v:
+            reps.append(v)
+    mask = dict.fromkeys(reps, 0)
+    for v in range(n):
+        mask[rep_of[v]] |= 1 << v
+    return tuple(mask[rep_of[v]] for v in range(n))
+
+
 @dataclass(slots=True)
 class _Search:
     t: Tables
@@ -147,6 +177,7 @@ class _Search:
     budget: Budget
     min_parts: list[int]
     distinct: bool = True
+    classes: tuple[int, ...] = ()
     nogoods: dict[tuple[int, int], list[int]] = field(default_factory=dict)
     cache: dict[tuple[int, int], list[tuple[int, int]]] = field(default_factory=dict)
 
@@ -188,8 +219,12 @@ class _Search:
             for end, w in self.options(i, v):
                 if w < 0:
                     return [end], [v]
+                free = self.classes[w] & ~used if self.distinct else 1 << w
                 if used >> w & 1:
-                    blockers |= 1 << w
+                    if not free:  # every node like w is used: refused for what is used
+                        blockers |= 1 << w
+                    continue
+                if free & ((1 << w) - 1):  # a node interchangeable with w comes first
                     continue
                 sub = self.run(end + 1, w, used | 1 << w if self.distinct else 0)
                 if isinstance(sub, tuple):
@@ -213,13 +248,20 @@ def feasible_path(t: Tables, beta: float, budget: int | Budget = 200_000, *,
     fewer in practice, and raises :class:`SearchBudgetExceeded` after ``budget`` calls
     (state visits, memo hits included; a :class:`Budget` is shared across calls).
     Infinite times (no link) are never accepted, even for ``beta = inf``.
-    With ``distinct=False`` nodes may repeat (a relaxation, O(n_seg² · n²))."""
+    With ``distinct=False`` nodes may repeat (a relaxation, O(n_seg² · n²)).
+
+    Interchangeable nodes (:func:`interchangeable`: same speed, memory and links) are
+    tried lowest first, so the used nodes of each such class are always its lowest ones and
+    a state stands for every way of choosing them: the states fall from subsets of nodes
+    to counts per class, as in PipeEdge's programme over device types. This keeps the
+    search exact: swapping two interchangeable nodes maps any plan to one as good."""
     shared = budget if isinstance(budget, Budget) else Budget(budget)
-    search = _Search(t, beta, shared, _min_parts(t), distinct)
+    classes = interchangeable(t.problem)
+    search = _Search(t, beta, shared, _min_parts(t), distinct, classes)
     first = t.times[0, 0, 1:]
     ok = (first <= beta) & np.isfinite(first) & (t.compute[0, 0] <= beta)
     for v in np.flatnonzero(ok)[np.argsort(first[ok], kind="stable")].tolist():
-        if not t.fits(0, 0, v):
+        if not t.fits(0, 0, v) or (distinct and classes[v] & ((1 << v) - 1)):
             continue
         found = search.run(0, v, 1 << v if distinct else 0)
         if isinstance(found, tuple):

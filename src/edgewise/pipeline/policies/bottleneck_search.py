@@ -91,10 +91,13 @@ def bottleneck_search(problem: PipelineProblem, rng: np.random.Generator, *,
     Exactness: the result is optimal whenever the probes stay within ``budget`` search
     calls in all (about 2 µs each) — always when ``n_seg² · n² · 2^n`` is within it
     (e.g. 5 nodes and 10 segments), in practice on small clusters up to ~10 nodes, and
-    often on larger ones. A probe that runs out counts as
-    infeasible (still a valid plan, possibly suboptimal); then the SEIFER and
-    joint-greedy plans are computed too and the best of the three returned, so the result
-    is never worse than either. O(log(N·n²) · probe) for N segments and n nodes.
+    often on larger ones. Interchangeable nodes (same speed, memory and links) are tried
+    lowest first, so on clusters of few device types the states are counts per type, as
+    in PipeEdge's programme: the shipped 16-device clusters stay within the budget. A
+    probe that runs out counts as infeasible (still a valid plan, possibly suboptimal);
+    then the SEIFER and joint-greedy plans are computed too and the best of the three
+    returned, so the result is never worse than either. O(log(N·n²) · probe) for N
+    segments and n nodes.
 
     Raises
     ------
