@@ -53,13 +53,15 @@ class Tables:
     ``i`` (η(p_0) for ``i == 0``, else the output of segment ``i - 1``) over link a→b,
     computed exactly as :func:`bottleneck_s` does (``times[0]`` is zero when the problem
     does not score the dispatcher's transfer); ``compute[i, j, v]`` is segments
-    ``i..j`` on node ``v`` (zeros without ``gflops``)."""
+    ``i..j`` on node ``v`` (zeros without ``gflops``); ``classes[v]`` the mask of the
+    nodes interchangeable with ``v`` (:func:`interchangeable`)."""
 
     problem: PipelineProblem
     prefix_mem: tuple[int, ...]
     sizes: tuple[int, ...]
     times: Array
     compute: Array
+    classes: tuple[int, ...]  # per node, the mask of the nodes interchangeable with it
 
     @property
     def n_seg(self) -> int:
@@ -101,7 +103,8 @@ def tables(problem: PipelineProblem) -> Tables:
             for j in range(i, len(sizes)):
                 compute[i, j] = sum(chain.flops[i:j + 1]) / speed
     prefix = np.concatenate([[0], np.cumsum(chain.memory_bytes, dtype=np.int64)])
-    return Tables(problem, tuple(int(x) for x in prefix), sizes, times, compute)
+    return Tables(problem, tuple(int(x) for x in prefix), sizes, times, compute,
+                  interchangeable(problem))
 
 
 def matchable(part_mem: Sequence[int], node_mem: Sequence[int]) -> bool:
@@ -256,7 +259,7 @@ def feasible_path(t: Tables, beta: float, budget: int | Budget = 200_000, *,
     to counts per class, as in PipeEdge's programme over device types. This keeps the
     search exact: swapping two interchangeable nodes maps any plan to one as good."""
     shared = budget if isinstance(budget, Budget) else Budget(budget)
-    classes = interchangeable(t.problem)
+    classes = t.classes
     search = _Search(t, beta, shared, _min_parts(t), distinct, classes)
     first = t.times[0, 0, 1:]
     ok = (first <= beta) & np.isfinite(first) & (t.compute[0, 0] <= beta)
