@@ -13,16 +13,22 @@ from edgewise.pipeline.problem import PipelineProblem
 __all__ = ["problems", "random_chain", "typed_problems", "worked"]
 
 
+def _chain(draw: st.DrawFn, segs: int) -> ModelChain:
+    """A chain of ``segs`` segments: input and output bytes, memory and FLOPs drawn."""
+    sizes = st.integers(1_000, 5_000_000)
+
+    def each(values: st.SearchStrategy[float]) -> tuple[float, ...]:
+        return tuple(draw(st.lists(values, min_size=segs, max_size=segs)))
+
+    return ModelChain("m", draw(sizes), tuple(int(x) for x in each(sizes)),
+                      tuple(int(x) for x in each(st.integers(1, 40))),
+                      each(st.floats(1e6, 1e9)))
+
+
 @st.composite
 def problems(draw: st.DrawFn) -> PipelineProblem:
     n = draw(st.integers(3, 6))
-    segs = draw(st.integers(4, 10))
-    ints = st.integers(1_000, 5_000_000)
-    chain = ModelChain("m", draw(ints), tuple(draw(st.lists(ints, min_size=segs,
-                                                            max_size=segs))),
-                       tuple(draw(st.lists(st.integers(1, 40), min_size=segs, max_size=segs))),
-                       tuple(draw(st.lists(st.floats(1e6, 1e9), min_size=segs,
-                                           max_size=segs))))
+    chain = _chain(draw, draw(st.integers(4, 10)))
     memory = tuple(draw(st.lists(st.integers(30, 120), min_size=n, max_size=n)))
     upper = draw(st.lists(st.floats(0.5, 100.0), min_size=(n + 1) * n // 2,
                           max_size=(n + 1) * n // 2))
@@ -60,13 +66,7 @@ def typed_problems(draw: st.DrawFn) -> PipelineProblem:
     (within a type too), so the program counts devices per type."""
     counts = draw(st.lists(st.integers(1, 3), min_size=1, max_size=3))
     kinds = [k for k, c in enumerate(counts) for _ in range(c)]
-    segs = draw(st.integers(3, 8))
-    sizes = st.integers(1_000, 5_000_000)
-    chain = ModelChain("m", draw(sizes), tuple(draw(st.lists(sizes, min_size=segs,
-                                                             max_size=segs))),
-                       tuple(draw(st.lists(st.integers(1, 40), min_size=segs, max_size=segs))),
-                       tuple(draw(st.lists(st.floats(1e6, 1e9), min_size=segs,
-                                           max_size=segs))))
+    chain = _chain(draw, draw(st.integers(3, 8)))
     t = len(counts)
     mem = draw(st.lists(st.integers(30, 120), min_size=t, max_size=t))
     speed = draw(st.lists(st.floats(0.1, 10.0), min_size=t, max_size=t))

@@ -154,7 +154,7 @@ def test_a_request_is_resent_only_after_several_times_its_planned_wait() -> None
     """One device taking 8 s a request (a micro-batch on a Pi) with 4 in flight: the 4th
     waits about 32 s, queued, not lost; it is re-sent after 4 × (4 × 8 + 8) s, not 30 s.
     Fast plans keep the 30 s floor."""
-    from edgewise.pipeline.scale import resend_after_s
+    from edgewise.pipeline.run import resend_after_s
 
     assert resend_after_s(_outcome(1, 8.0, 8.0), 4) == 4 * (4 * 8.0 + 8.0)
     assert resend_after_s(_outcome(16, 1.6, 0.1), 34) == 30.0

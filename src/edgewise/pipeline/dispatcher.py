@@ -27,11 +27,13 @@ from edgewise.runtime.vessel_pool import release_members, spawn_member
 from edgewise.wire.activation import ActivationCodec, decode_activation, encode_activation
 from edgewise.wire.state import stage_payload
 
-__all__ = ["Dispatcher", "Payloads", "Result", "Splitter"]
+__all__ = ["DEFAULT_WINDOW", "Dispatcher", "Payloads", "Result", "Splitter"]
 
 Splitter = Callable[[nn.Module, tuple[int, ...]], list[nn.Module]]
 Payloads = Callable[[tuple[int, ...]], list[tuple[nn.Module, SliceWeights]]]
 _ENDPOINT_MEMORY_MB = 64
+DEFAULT_WINDOW = 8
+"""Requests accepted but not yet yielded, unless the caller sizes the window."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,7 +110,7 @@ class Dispatcher:
 
     def __init__(self, runtime: RayRuntime, model: nn.Module | None, devices: Iterable[str],
                  cuts: Iterable[int], *, dispatcher_device: str | None = None,
-                 codec: ActivationCodec | None = None, window: int = 8,
+                 codec: ActivationCodec | None = None, window: int = DEFAULT_WINDOW,
                  restart: Literal["same", "other"] = "same", health_s: float = 0.5,
                  ping_timeout_s: float = 5.0, request_timeout_s: float = 30.0,
                  splitter: Splitter = split_sequential, max_restarts: int = 10,

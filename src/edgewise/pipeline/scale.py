@@ -28,7 +28,7 @@ from edgewise.runtime.ray_cluster import RayRuntime
 from edgewise.runtime.slice_profile import MIN_SECONDS, time_slice
 
 __all__ = ["RESERVE_MB", "STEADY_WINDOWS", "WINDOW_PER_STAGE", "ScaleRun", "cluster_problem",
-           "point_example", "profile_gflops", "resend_after_s", "serve", "steady_span",
+           "point_example", "profile_gflops", "serve", "steady_requests", "steady_span",
            "whole_model_outputs", "window_for"]
 
 RESERVE_MB = 512
@@ -121,25 +121,6 @@ def window_for(outcome: PipelineOutcome) -> int:
     return max(little, WINDOW_PER_STAGE * len(outcome.plan.nodes) + 2)
 
 
-RESEND_FLOOR_S = 30.0
-"""The dispatcher's default resend deadline: the least a request waits before it is
-re-sent with every stage healthy."""
-RESEND_MARGIN = 4.0
-"""How many times its planned wait a request may take before it is re-sent: the plan's
-speeds are profiled, and a testbed node served 0.98 requests/s where its profile said
-0.73 (2026-12-02), so the margin is wide."""
-
-
-def resend_after_s(outcome: PipelineOutcome, window: int) -> float:
-    """The resend deadline for a plan and window: a request waits behind up to ``window``
-    others at the bottleneck and then crosses the pipeline (Little's law), times
-    :data:`RESEND_MARGIN`, and never below :data:`RESEND_FLOOR_S`. A fixed 30 s would
-    re-send requests that are only queued once a request takes seconds (a micro-batch of
-    8 ViT inputs on one Pi), doubling the load it waits on."""
-    planned_wait_s = window * outcome.bottleneck_s + outcome.latency_s
-    return max(RESEND_FLOOR_S, RESEND_MARGIN * planned_wait_s)
-
-
 @dataclass(frozen=True, slots=True)
 class ScaleRun:
     """One plan served: the simulated outcome, the run, the window, the largest output
@@ -157,7 +138,7 @@ class ScaleRun:
     peak_bytes: tuple[int, ...]
     device_bytes: tuple[int, ...]
     steady_rps: float
-    span: tuple[int, int, bool] = (0, 0, False)
+    span: tuple[int, int, bool]
 
 
 STEADY_WINDOWS = 3
@@ -177,6 +158,12 @@ def steady_span(window: int, requests: int) -> tuple[int, int, bool]:
     if requests >= STEADY_WINDOWS * window and last > first:
         return first, last, True
     return min(window, requests // 2), requests - 1, False
+
+
+def steady_requests(problem: PipelineProblem, plan: PipelinePlan, at_least: int) -> int:
+    """Requests a run of ``plan`` serves so that :func:`steady_span` finds a full span:
+    ``at_least``, and :data:`STEADY_WINDOWS` of the plan's windows."""
+    return max(at_least, STEADY_WINDOWS * window_for(simulate(problem, lambda *_: plan)))
 
 
 class _Steady:
@@ -213,7 +200,6 @@ def serve(runtime: RayRuntime, lm: LargeModel, problem: PipelineProblem, plan: P
     ``reference`` (the whole model's outputs, computed off the devices)."""
     outcome = simulate(problem, lambda _p, _r: plan)
     window = int(options.pop("window", window_for(outcome)))
-    options.setdefault("request_timeout_s", resend_after_s(outcome, window))
     span = steady_span(window, len(inputs))
     steady = _Steady(span[0], span[1])
 

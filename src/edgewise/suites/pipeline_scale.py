@@ -29,9 +29,8 @@ from edgewise.errors import ConfigError, InfeasibleError
 from edgewise.nn.large import LargeModel
 from edgewise.pipeline.dispatcher import Dispatcher, Result
 from edgewise.pipeline.problem import PipelinePlan, PipelineProblem
-from edgewise.pipeline.scale import STEADY_WINDOWS, serve, whole_model_outputs, window_for
+from edgewise.pipeline.scale import serve, steady_requests, whole_model_outputs
 from edgewise.pipeline.scale_run import SCALES, ScaleSetup, load_model, plan_on, run_json, setup
-from edgewise.pipeline.sim import simulate
 from edgewise.pipeline.workload import random_inputs
 from edgewise.testbed.host import require
 from edgewise.testbed.lifecycle import require_cgroups
@@ -87,11 +86,11 @@ class _Bench:
 
     def stream(self, data: tuple[LargeModel, list[Any], list[Any]], plan: PipelinePlan,
                problem: PipelineProblem) -> tuple[list[Any], list[Any]]:
-        """The requests a run of ``plan`` serves: ``--requests``, and at least
-        :data:`STEADY_WINDOWS` of the plan's windows so that its span is steady (the same
-        seeded inputs, extended; the whole model's outputs computed once for each)."""
+        """The requests a run of ``plan`` serves (``steady_requests``: ``--requests``, and
+        enough for a steady span): the same seeded inputs, extended, with the whole model's
+        outputs computed once for each."""
         lm, inputs, reference = data
-        n = max(self.requests, STEADY_WINDOWS * window_for(simulate(problem, lambda *_: plan)))
+        n = steady_requests(problem, plan, self.requests)
         self.sent = n
         if len(inputs) < n:
             more = random_inputs(lm.example, n, self.ctx.seed)[len(inputs):]

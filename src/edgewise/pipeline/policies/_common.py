@@ -180,7 +180,6 @@ class _Search:
     budget: Budget
     min_parts: list[int]
     distinct: bool = True
-    classes: tuple[int, ...] = ()
     nogoods: dict[tuple[int, int], list[int]] = field(default_factory=dict)
     cache: dict[tuple[int, int], list[tuple[int, int]]] = field(default_factory=dict)
 
@@ -222,7 +221,7 @@ class _Search:
             for end, w in self.options(i, v):
                 if w < 0:
                     return [end], [v]
-                free = self.classes[w] & ~used if self.distinct else 1 << w
+                free = self.t.classes[w] & ~used if self.distinct else 1 << w
                 if used >> w & 1:
                     if not free:  # every node like w is used: refused for what is used
                         blockers |= 1 << w
@@ -259,12 +258,11 @@ def feasible_path(t: Tables, beta: float, budget: int | Budget = 200_000, *,
     to counts per class, as in PipeEdge's programme over device types. This keeps the
     search exact: swapping two interchangeable nodes maps any plan to one as good."""
     shared = budget if isinstance(budget, Budget) else Budget(budget)
-    classes = t.classes
-    search = _Search(t, beta, shared, _min_parts(t), distinct, classes)
+    search = _Search(t, beta, shared, _min_parts(t), distinct)
     first = t.times[0, 0, 1:]
     ok = (first <= beta) & np.isfinite(first) & (t.compute[0, 0] <= beta)
     for v in np.flatnonzero(ok)[np.argsort(first[ok], kind="stable")].tolist():
-        if not t.fits(0, 0, v) or (distinct and classes[v] & ((1 << v) - 1)):
+        if not t.fits(0, 0, v) or (distinct and t.classes[v] & ((1 << v) - 1)):
             continue
         found = search.run(0, v, 1 << v if distinct else 0)
         if isinstance(found, tuple):
