@@ -8,7 +8,8 @@ import dataclasses
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from types import SimpleNamespace
+from typing import Any, cast
 
 import numpy as np
 import pytest
@@ -21,6 +22,7 @@ from edgewise.pipeline.problem import PipelinePlan
 from edgewise.pipeline.run import check_memory
 from edgewise.pipeline.scale import (
     WINDOW_PER_STAGE,
+    Busy,
     cluster_problem,
     profile_gflops,
     serve,
@@ -76,7 +78,12 @@ def test_small_vit_pipeline_answers_once_and_holds_only_its_slices(
                                 strict=True):
         assert timing["parameters"] == sum(sizes[n] for _, n in ref.sources if n in sizes)
     assert sum(t["parameters"] for t in done.run.stage_timings) == sum(sizes.values())
-    assert len(done.busy) == plan.n_partitions == 4
+    busy = done.busy
+    assert len(busy.compute) == len(busy.link) == plan.n_partitions == 4
+    assert busy.stages == tuple(max(c, w) for c, w in zip(busy.compute, busy.link, strict=True))
+    assert busy.busiest == max(*busy.stages, busy.dispatcher_link)
+    assert all(f >= 0 for f in (*busy.compute, *busy.link, busy.dispatcher_link))
+    assert done.span == (5, 9, False)  # 10 requests, a window of 10 or more: no full span
     assert all(0 < p < d for p, d in zip(done.peak_bytes, done.device_bytes, strict=True))
     assert done.window >= 2
 
@@ -173,9 +180,11 @@ def test_the_run_json_counts_results_delivered_twice_apart_from_dropped_copies()
         run = SimpleNamespace(outputs=[np.zeros(1)] * len(ids), request_ids=ids,
                               duplicates=dropped, restarts=1, throughput_rps=5.0,
                               stage_timings=[{"parameters": 3}, {"parameters": 4}])
-        return SimpleNamespace(run=run, busy=(0.5, 0.5), peak_bytes=(1, 1),
-                               device_bytes=(4, 4), window=6, max_abs_diff=0.0,
-                               outcome=SimpleNamespace(throughput_rps=10.0), steady_rps=5.0,
+        outcome = SimpleNamespace(throughput_rps=10.0, transfer_s=(0.01, 0.02),
+                                  compute_s=(0.1, 0.05), return_s=0.03)
+        return SimpleNamespace(run=run, busy=Busy((0.5, 0.2), (0.1, 0.6), 0.3),
+                               peak_bytes=(1, 1), device_bytes=(4, 4), window=6,
+                               max_abs_diff=0.0, outcome=outcome, steady_rps=5.0,
                                span=(1, 2, False))
 
     setup: Any = SimpleNamespace(runtime=SimpleNamespace(time_dilation=1.0), links="file",
@@ -187,3 +196,61 @@ def test_the_run_json_counts_results_delivered_twice_apart_from_dropped_copies()
     assert once["micro_batch"] == 2 and once["steady_inputs_per_s"] == 10.0
     twice = run_json(setup, problem, plan, done([0, 1, 1, 2], dropped=0))
     assert twice["duplicates"] == 1 and twice["duplicates_suppressed"] == 0
+    # each stage: compute, its outgoing link (the last's back to the dispatcher), the larger
+    assert [(st["compute_busy_fraction"], st["link_busy_fraction"], st["busy_fraction"])
+            for st in once["stages"]] == [(0.5, 0.1, 0.5), (0.2, 0.6, 0.6)]
+    assert [(st["planned_compute_s"], st["planned_link_s"]) for st in once["stages"]] == [
+        (0.1, 0.02), (0.05, 0.03)]
+    assert once["dispatcher_link_busy_fraction"] == 0.3
+    assert once["planned_dispatcher_link_s"] == 0.01 and once["busiest_fraction"] == 0.6
+
+
+def test_busy_fractions_count_compute_and_each_links_bits_over_its_rate() -> None:
+    """Two marks 2 s apart: a stage's compute seconds over the span, and each hop's wire
+    bits over its rate over the span, the dispatcher's hop first. A stage bound by its
+    link is as busy as its link; the busiest resource may be the dispatcher's link."""
+    from edgewise.pipeline.scale import _Steady
+
+    steady = _Steady(3, 9, rates_bps=(8e6, 16e6, 8e6))
+    steady.marks = [(3, 10.0, [{"compute_s": 0.0}, {"compute_s": 0.5}], [0, 0, 0]),
+                    (9, 12.0, [{"compute_s": 1.0}, {"compute_s": 1.5}],
+                     [10**6, 4 * 10**6, 500_000])]
+    busy = steady.busy()
+    assert busy == Busy(compute=(0.5, 0.5), link=(1.0, 0.25), dispatcher_link=0.5)
+    assert busy.stages == (1.0, 0.5) and busy.busiest == 1.0
+    assert steady.rate() == 3.0  # results 3 .. 9 in 2 s
+    assert Busy((0.2,), (0.1,), 0.7).busiest == 0.7
+    empty = _Steady(3, 9, rates_bps=(8e6, 8e6)).busy()  # no marks: nothing measured
+    assert empty == Busy((0.0,), (0.0,), 0.0)
+
+
+def test_a_mark_that_finds_a_stage_down_is_taken_at_the_next_result() -> None:
+    """A device killed under load: its stage does not answer until its restart, so the
+    mark due at result 3 is taken at result 4, the one due at 9 at 9, and the span and the
+    rate run between the results the marks were taken at."""
+    from edgewise.pipeline.scale import _Steady
+
+    class Down:
+        def __init__(self) -> None:
+            self.reads = [None, ([{"compute_s": 0.0}], [0, 0]), ([{"compute_s": 1.0}], [0, 0])]
+
+        def snapshot(self) -> Any:
+            return self.reads.pop(0)
+
+    steady, dispatcher = _Steady(3, 9, rates_bps=(8e6, 8e6)), Down()
+    for request_id in range(12):
+        steady(cast(Any, dispatcher), cast(Any, SimpleNamespace(request_id=request_id)))
+    assert [m[0] for m in steady.marks] == [4, 9] and dispatcher.reads == []
+    assert steady.span((3, 9, True)) == (4, 9, True)
+    assert _Steady(3, 9, rates_bps=(8e6, 8e6)).span((3, 9, True)) == (3, 9, True)
+
+
+def test_hops_run_from_the_dispatcher_through_the_plans_nodes_and_back() -> None:
+    """Matrix row/column 0 is the dispatcher; the plan's node ``i`` is row ``i + 1``."""
+    from edgewise.pipeline.scale import hop_rates_bps
+
+    bw = np.array([[0, 10, 20, 30], [10, 0, 40, 50], [20, 40, 0, 60], [30, 50, 60, 0]],
+                  dtype=float)
+    problem: Any = SimpleNamespace(bandwidth_mbps=bw)
+    plan = PipelinePlan((0, 1, 2), (2, 0), 0.1, "even")  # node 2 first, then node 0
+    assert hop_rates_bps(problem, plan) == (30e6, 50e6, 10e6)

@@ -29,19 +29,31 @@ __all__ = ["scale"]
 _WEIGHTS = Path("~/.cache/edgewise/weights").expanduser()
 
 
+def _fraction(value: object) -> str:
+    return "-" if not isinstance(value, (int, float)) else f"{value:.2f}"
+
+
 def _table(figures: dict[str, object]) -> Table:
     table = Table(title=f"{figures['policy']}: {figures['stages_used']} stages on "
                         f"{figures['devices']} devices (links: {figures['links']})")
-    for col in ("stage", "device", "parameters", "busy", "peak MB", "device MB"):
+    for col in ("stage", "device", "parameters", "busy computing", "busy sending",
+                "peak MB", "device MB"):
         table.add_column(col, justify="left" if col == "device" else "right")
     stages = figures["stages"]
     assert isinstance(stages, list)
     for k, st in enumerate(stages):
-        busy = st["busy_fraction"]
         table.add_row(str(k), st["device"], f"{st['parameters']:,}",
-                      "-" if busy is None else f"{busy:.2f}",
+                      _fraction(st["compute_busy_fraction"]), _fraction(st["link_busy_fraction"]),
                       f"{st['peak_memory_bytes'] / 2**20:.0f}",
                       f"{st['device_memory_bytes'] / 2**20:.0f}")
+    bounds = figures["steady_span_results"]
+    assert isinstance(bounds, list)
+    results = f"results {bounds[0]}..{bounds[1]}"
+    span = (f"steady span: {results}" if figures["steady_span_full"] else
+            f"no steady span ({results}: {figures['requests']} requests are "
+            f"fewer than 3 windows of {figures['window']}; these fractions are rough)")
+    table.caption = (f"{span}; busy sending: the stage's outgoing link; the dispatcher's "
+                     f"link {_fraction(figures.get('dispatcher_link_busy_fraction'))}")
     return table
 
 

@@ -5,6 +5,7 @@ to keep every stage busy, its per-stage busy fractions and peak memory measured.
 
 from __future__ import annotations
 
+import itertools
 import math
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -27,9 +28,9 @@ from edgewise.pipeline.sim import PipelineOutcome, simulate
 from edgewise.runtime.ray_cluster import RayRuntime
 from edgewise.runtime.slice_profile import MIN_SECONDS, time_slice
 
-__all__ = ["RESERVE_MB", "STEADY_WINDOWS", "WINDOW_PER_STAGE", "ScaleRun", "cluster_problem",
-           "point_example", "profile_gflops", "serve", "steady_requests", "steady_span",
-           "whole_model_outputs", "window_for"]
+__all__ = ["RESERVE_MB", "STEADY_WINDOWS", "WINDOW_PER_STAGE", "Busy", "ScaleRun",
+           "cluster_problem", "hop_rates_bps", "point_example", "profile_gflops", "serve",
+           "steady_requests", "steady_span", "whole_model_outputs", "window_for"]
 
 RESERVE_MB = 512
 """Memory a stage's process needs besides its slice (Python, torch, Ray's worker): the
@@ -122,19 +123,53 @@ def window_for(outcome: PipelineOutcome) -> int:
 
 
 @dataclass(frozen=True, slots=True)
+class Busy:
+    """Steady-state busy fractions of a served plan's resources, over the steady span's
+    wall seconds. ``compute[k]``: stage ``k``'s compute seconds. ``link[k]``: stage ``k``'s
+    outgoing link (to the next stage; the last stage's back to the dispatcher), the wire
+    bits the stage sent over the link's rate, as the plan's problem has it (the testbed
+    shapes the link to that rate; the emulator sleeps it), so the link's share of the span
+    a stage kept it carrying; transport headers are not counted, so it is a lower bound.
+    ``dispatcher_link``: the same for the dispatcher's link into the first stage. A stage
+    whose plan is bound by its link is busy when the link is: ``stages`` is the larger of
+    the two per stage, ``busiest`` the largest of every resource. A stage restarted
+    inside the span counts from its restart, so its figures read low (never below 0)."""
+
+    compute: tuple[float, ...]
+    link: tuple[float, ...]
+    dispatcher_link: float
+
+    @property
+    def stages(self) -> tuple[float, ...]:
+        return tuple(max(c, w) for c, w in zip(self.compute, self.link, strict=True))
+
+    @property
+    def busiest(self) -> float:
+        return max((*self.stages, self.dispatcher_link), default=0.0)
+
+
+def hop_rates_bps(problem: PipelineProblem, plan: PipelinePlan) -> tuple[float, ...]:
+    """Each hop's link rate, bits per second as the problem has it, in pipeline order: the
+    dispatcher's into the first stage, each stage's into the next, the last stage's back to
+    the dispatcher (0 where the problem has no link)."""
+    path = [0, *(n + 1 for n in plan.nodes), 0]
+    return tuple(float(problem.bandwidth_mbps[a, b]) * 1e6 for a, b in itertools.pairwise(path))
+
+
+@dataclass(frozen=True, slots=True)
 class ScaleRun:
     """One plan served: the simulated outcome, the run, the window, the largest output
-    difference to the whole model, and per stage its steady-state busy fraction (compute
-    seconds over wall seconds once the pipeline is full), its peak memory (process RSS)
-    and its device's memory; ``steady_rps``: results per second while the pipeline is
-    full; ``span``: the results that bound that span (:func:`steady_span`) and whether it
-    leaves out both the fill and the drain."""
+    difference to the whole model, the steady-state busy fractions of its stages and
+    links (:class:`Busy`), per stage its peak memory (process RSS) and its device's
+    memory; ``steady_rps``: results per second while the pipeline is full; ``span``: the
+    results that bound that span (:func:`steady_span`) and whether it leaves out both the
+    fill and the drain."""
 
     outcome: PipelineOutcome
     run: PipelineRun
     window: int
     max_abs_diff: float
-    busy: tuple[float, ...]
+    busy: Busy
     peak_bytes: tuple[int, ...]
     device_bytes: tuple[int, ...]
     steady_rps: float
@@ -167,29 +202,47 @@ def steady_requests(problem: PipelineProblem, plan: PipelinePlan, at_least: int)
 
 
 class _Steady:
-    """An ``on_result`` hook: the stages' compute seconds when the pipeline is full and at
-    the last result, with the wall clock."""
+    """An ``on_result`` hook: the stages' compute seconds and every hop's wire bytes when
+    the pipeline is full and at the last result, with the wall clock. A mark that finds a
+    stage down (killed, not yet restarted) is taken at the next result instead, and the
+    span runs between the results the marks were taken at."""
 
-    def __init__(self, full_at: int, last: int) -> None:
-        self.full_at, self.last = full_at, last
-        self.marks: list[tuple[float, list[dict[str, float]]]] = []
+    def __init__(self, full_at: int, last: int, rates_bps: Sequence[float]) -> None:
+        self.full_at, self.last, self.rates_bps = full_at, last, tuple(rates_bps)
+        self.marks: list[tuple[int, float, list[dict[str, float]], list[int]]] = []
 
     def __call__(self, dispatcher: Dispatcher, result: Result) -> None:
-        if result.request_id in (self.full_at, self.last):
-            self.marks.append((time.perf_counter(), dispatcher.stage_timings()))
+        due = self.full_at if not self.marks else self.last if len(self.marks) == 1 else None
+        if due is None or result.request_id < due:
+            return
+        read = dispatcher.snapshot()
+        if read is not None:
+            self.marks.append((result.request_id, time.perf_counter(), *read))
+
+    def span(self, planned: tuple[int, int, bool]) -> tuple[int, int, bool]:
+        """The results the marks were taken at (``planned`` until both are)."""
+        if len(self.marks) < 2:
+            return planned
+        return self.marks[0][0], self.marks[1][0], planned[2]
 
     def rate(self) -> float:
         """Results per second between the two marks (0 without both)."""
         if len(self.marks) < 2:
             return 0.0
-        return (self.last - self.full_at) / max(self.marks[-1][0] - self.marks[0][0], 1e-9)
+        (first, t0, *_), (last, t1, *_) = self.marks
+        return (last - first) / max(t1 - t0, 1e-9)
 
-    def busy(self) -> tuple[float, ...]:
+    def busy(self) -> Busy:
+        n = len(self.rates_bps) - 1
         if len(self.marks) < 2:
-            return ()
-        (t0, a), (t1, b) = self.marks[0], self.marks[-1]
-        return tuple(round((y["compute_s"] - x["compute_s"]) / max(t1 - t0, 1e-9), 4)
-                     for x, y in zip(a, b, strict=True))
+            return Busy((0.0,) * n, (0.0,) * n, 0.0)
+        (_, t0, a, bytes0), (_, t1, b, bytes1) = self.marks
+        span_s = max(t1 - t0, 1e-9)
+        compute = tuple(round(max(y["compute_s"] - x["compute_s"], 0.0) / span_s, 4)
+                        for x, y in zip(a, b, strict=True))
+        link = tuple(round(max(w1 - w0, 0) * 8 / rate / span_s, 4) if rate > 0 else 0.0
+                     for w0, w1, rate in zip(bytes0, bytes1, self.rates_bps, strict=True))
+        return Busy(compute, link[1:], link[0])
 
 
 def serve(runtime: RayRuntime, lm: LargeModel, problem: PipelineProblem, plan: PipelinePlan,
@@ -201,7 +254,7 @@ def serve(runtime: RayRuntime, lm: LargeModel, problem: PipelineProblem, plan: P
     outcome = simulate(problem, lambda _p, _r: plan)
     window = int(options.pop("window", window_for(outcome)))
     span = steady_span(window, len(inputs))
-    steady = _Steady(span[0], span[1])
+    steady = _Steady(span[0], span[1], hop_rates_bps(problem, plan))
 
     def hook(dispatcher: Dispatcher, result: Result) -> None:
         steady(dispatcher, result)
@@ -215,7 +268,8 @@ def serve(runtime: RayRuntime, lm: LargeModel, problem: PipelineProblem, plan: P
     devices = [runtime.cluster.device(problem.nodes[i]) for i in plan.nodes]
     return ScaleRun(outcome, run, window, diff, steady.busy(),
                     tuple(int(t.get("peak_rss_bytes", 0)) for t in run.stage_timings),
-                    tuple(d.memory_mb * 2**20 for d in devices), steady.rate(), span)
+                    tuple(d.memory_mb * 2**20 for d in devices), steady.rate(),
+                    steady.span(span))
 
 
 @torch.no_grad()

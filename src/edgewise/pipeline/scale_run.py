@@ -108,16 +108,25 @@ def plan_on(s: ScaleSetup, count: int, policy: str, seed: int = 0
 def run_json(s: ScaleSetup, problem: PipelineProblem, plan: PipelinePlan,
              done: ScaleRun) -> dict[str, Any]:
     """One served plan as JSON: the plan, the links it used, the measured against the
-    planned throughput, and per stage its device, parameters, busy fraction, peak memory
-    beside the device's."""
+    planned throughput, the dispatcher's link's busy fraction, and per stage its device,
+    parameters, busy fractions (compute, outgoing link, the larger), the plan's compute
+    and link seconds a request (wall seconds, as the problem has them), peak memory beside
+    the device's."""
     dilation = s.runtime.time_dilation
-    stages = []
+    out = done.outcome
+    planned_link = (*out.transfer_s[1:], out.return_s)  # each stage's outgoing link
+    busy, stages = done.busy, []
     for k, node in enumerate(plan.nodes):
         timing = done.run.stage_timings[k] if k < len(done.run.stage_timings) else {}
+        measured = k < len(busy.compute)
         stages.append({
             "device": problem.nodes[node], "segments": [plan.cuts[k], plan.cuts[k + 1]],
             "parameters": int(timing.get("parameters", 0)),
-            "busy_fraction": done.busy[k] if k < len(done.busy) else None,
+            "busy_fraction": busy.stages[k] if measured else None,
+            "compute_busy_fraction": busy.compute[k] if measured else None,
+            "link_busy_fraction": busy.link[k] if measured else None,
+            "planned_compute_s": round(out.compute_s[k], 6),
+            "planned_link_s": round(planned_link[k], 6),
             "peak_memory_bytes": done.peak_bytes[k], "device_memory_bytes": done.device_bytes[k],
             "peak_memory_ratio": round(done.peak_bytes[k] / done.device_bytes[k], 4)})
     bound = done.outcome.throughput_rps
@@ -136,6 +145,9 @@ def run_json(s: ScaleSetup, problem: PipelineProblem, plan: PipelinePlan,
         "steady_inputs_per_s": round(done.steady_rps * micro_batch, 4),
         "steady_ratio_to_plan": round(done.steady_rps / bound, 4) if bound else None,
         "steady_span_results": list(done.span[:2]), "steady_span_full": done.span[2],
+        "dispatcher_link_busy_fraction": busy.dispatcher_link,
+        "planned_dispatcher_link_s": round(out.transfer_s[0], 6),
+        "busiest_fraction": busy.busiest,
         "time_dilation": dilation, "stages": stages}
 
 

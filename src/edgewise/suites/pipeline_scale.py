@@ -221,8 +221,7 @@ def real(ctx: BenchContext) -> Figures:
         figures |= _heterogeneous(b) if "heterogeneous" in parts else {}
     served = [r for r in b.runs if "stages" in r]
     stages = [st for r in served for st in r["stages"]]
-    busy = [max((st["busy_fraction"] or 0.0) for st in r["stages"]) for r in served
-            if r["stages_used"] > 1]
+    busy = [r["busiest_fraction"] for r in served if r["stages_used"] > 1]
     return {**figures,
             "outputs_max_abs_diff": max((r["outputs_max_abs_diff"] for r in served),
                                         default=None),
@@ -263,6 +262,7 @@ SPEC = BenchSpec(
     labels={"vit_large_speedup_16_over_1": "steady results/s on 16 devices over one device "
             "running the whole model, the best of the curve policies at each",
             "bottleneck_busy_fraction_min": "over the runs with 2 or more stages: the busiest "
-            "stage's compute seconds over wall seconds in the steady span (from the "
-            "window-th result to the one that lets the last request in)"},
+            "resource's busy fraction in the steady span (from the window-th result to the "
+            "one that lets the last request in): a stage's compute seconds, or a link's wire "
+            "bits over its rate, over the span's wall seconds"},
 )
