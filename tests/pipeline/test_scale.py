@@ -13,6 +13,7 @@ from typing import Any, cast
 
 import numpy as np
 import pytest
+import ray
 
 from edgewise.cluster.schema import cluster_from_dict
 from edgewise.errors import InfeasibleError
@@ -232,10 +233,17 @@ def test_a_mark_that_finds_a_stage_down_is_taken_at_the_next_result() -> None:
 
     class Down:
         def __init__(self) -> None:
-            self.reads = [None, ([{"compute_s": 0.0}], [0, 0]), ([{"compute_s": 1.0}], [0, 0])]
+            self.reads: list[Any] = [ray.exceptions.ActorUnavailableError("down", None),
+                                     [{"compute_s": 0.0}], [{"compute_s": 1.0}]]
 
-        def snapshot(self) -> Any:
-            return self.reads.pop(0)
+        def stage_timings(self) -> Any:
+            read = self.reads.pop(0)
+            if isinstance(read, Exception):
+                raise read
+            return read
+
+        def hop_counts(self) -> list[dict[str, int]]:
+            return [{"wire_bytes": 0}, {"wire_bytes": 0}]
 
     steady, dispatcher = _Steady(3, 9, rates_bps=(8e6, 8e6)), Down()
     for request_id in range(12):

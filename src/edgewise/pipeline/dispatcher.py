@@ -189,27 +189,17 @@ class Dispatcher:
     def byte_counts(self) -> dict[str, int]:
         """Frames and bytes sent by the endpoint and every stage (retired ones included;
         a killed stage's own counts die with it)."""
-        live = [self.endpoint.counts.remote()] + [s.handle.counts.remote() for s in self.stages]
         total: dict[str, int] = {}
-        for counts in [*ray.get(live), *self._retired_counts]:
+        for counts in [*self.hop_counts(), *self._retired_counts]:
             for key, value in counts.items():
                 total[key] = total.get(key, 0) + value
         return total
 
-    def snapshot(self) -> tuple[list[dict[str, float]], list[int]] | None:
-        """:meth:`stage_timings` and :meth:`hop_wire_bytes` read together, or None while a
-        stage does not answer (its device killed, its restart not yet done)."""
-        try:
-            return self.stage_timings(), self.hop_wire_bytes()
-        except ray.exceptions.RayActorError:
-            return None
-
-    def hop_wire_bytes(self) -> list[int]:
-        """Wire bytes each live hop has sent so far, in pipeline order: the endpoint's (into
-        the first stage), then each stage's (into the next; the last's back to the endpoint).
-        A restarted stage counts from its restart."""
-        refs = [self.endpoint.counts.remote()] + [s.handle.counts.remote() for s in self.stages]
-        return [int(c["wire_bytes"]) for c in ray.get(refs)]
+    def hop_counts(self) -> list[dict[str, int]]:
+        """What each live hop has sent, in pipeline order: the endpoint (into the first
+        stage), then each stage (the last back to the endpoint), from its (re)start."""
+        return ray.get([self.endpoint.counts.remote()] +
+                       [s.handle.counts.remote() for s in self.stages])
 
     def stage_timings(self) -> list[dict[str, float]]:
         """Each live stage's frames processed and wall seconds computing, in pipeline order

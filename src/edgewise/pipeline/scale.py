@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import ray
 import torch
 from numpy.typing import NDArray
 
@@ -215,9 +216,12 @@ class _Steady:
         due = self.full_at if not self.marks else self.last if len(self.marks) == 1 else None
         if due is None or result.request_id < due:
             return
-        read = dispatcher.snapshot()
-        if read is not None:
-            self.marks.append((result.request_id, time.perf_counter(), *read))
+        try:
+            timings, hops = dispatcher.stage_timings(), dispatcher.hop_counts()
+        except ray.exceptions.RayActorError:
+            return  # a stage is down, its restart not yet done: mark at the next result
+        self.marks.append((result.request_id, time.perf_counter(), timings,
+                           [int(h["wire_bytes"]) for h in hops]))
 
     def span(self, planned: tuple[int, int, bool]) -> tuple[int, int, bool]:
         """The results the marks were taken at (``planned`` until both are)."""
