@@ -1,19 +1,21 @@
 """``kill -9`` of a manager running two jobs, then a restart on the same state: both jobs keep
-their history, the update job resumes from its checkpoint and completes (no epoch lost or
-trained twice), the pipeline job, which cannot resume, is marked interrupted with the reason,
-and no process of the killed manager (Ray's included) outlives it. (Resuming from a
-checkpoint is tested on the engine itself in tests/runtime/test_training.py; every kind's
-success through the manager in test_job_kinds.py.)"""
+their history (and every job before them theirs), the update job resumes from its checkpoint
+and completes (no epoch lost or trained twice), the pipeline job, which cannot resume, is
+marked interrupted with the reason, and no process of the killed manager (Ray's included)
+outlives it. (Resuming from a checkpoint is tested on the engine itself in
+tests/runtime/test_training.py; every kind's success through the manager in test_job_kinds.py.)
+The manager is the session's served one (tests/service/conftest.py), killed and started again
+on its own state directory: a manager of the test's own cost two more starts of Ray, the API
+and the device agents (a ``kill -9`` needs one start after it, not two)."""
 
 from __future__ import annotations
 
 import time
-from pathlib import Path
 from typing import Any
 
 import psutil
 import pytest
-from managerproc import ManagerProcess
+from managerproc import FINAL, ManagerProcess
 
 pytestmark = [pytest.mark.ray, pytest.mark.system, pytest.mark.slow]
 EPOCHS = 8
@@ -49,38 +51,46 @@ def _gone_within(processes: list[psutil.Process], seconds: float) -> list[psutil
     return [p for p in alive if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
 
 
+def _when_idle(manager: ManagerProcess, timeout_s: float = 240.0) -> set[str]:
+    """The served manager's jobs once none of an earlier test is still active."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        jobs = manager.get("/api/v1/jobs")["jobs"]
+        if all(job["state"] in FINAL for job in jobs):
+            return {job["id"] for job in jobs}
+        time.sleep(0.5)
+    pytest.fail(f"earlier jobs still active after {timeout_s} s")
+
+
 @pytest.mark.timeout(600)
-def test_kill_9_then_restart_resumes_or_interrupts_every_job(tmp_path: Path) -> None:
-    manager = ManagerProcess(tmp_path, options=("--max-running", "2"))
+def test_kill_9_then_restart_resumes_or_interrupts_every_job(manager: ManagerProcess) -> None:
+    before = _when_idle(manager)  # the served manager runs two jobs at once, these two
+    ids = {kind: manager.post("/api/v1/jobs", {"kind": kind, "spec": spec})["id"]
+           for kind, spec in _specs(manager).items()}
+    manager.wait_job(ids["pipeline"], states=("running",), timeout_s=240)
+    epoch = _wait_for_a_checkpoint(manager, ids["update"], timeout_s=240)
+    assert manager.get(f"/api/v1/jobs/{ids['pipeline']}")["state"] == "running"
+    helpers = manager.descendants()
+    assert any("raylet" in p.name() or "gcs_server" in p.name() for p in helpers)
+    manager.kill9()
+    # the reaper ended Ray with the manager (generous: it returns once they are gone)
+    assert _gone_within(helpers, 120.0) == []
+
     manager.start()
-    try:
-        ids = {kind: manager.post("/api/v1/jobs", {"kind": kind, "spec": spec})["id"]
-               for kind, spec in _specs(manager).items()}
-        manager.wait_job(ids["pipeline"], states=("running",), timeout_s=240)
-        epoch = _wait_for_a_checkpoint(manager, ids["update"], timeout_s=240)
-        assert manager.get(f"/api/v1/jobs/{ids['pipeline']}")["state"] == "running"
-        helpers = manager.descendants()
-        assert any("raylet" in p.name() or "gcs_server" in p.name() for p in helpers)
-        manager.kill9()
-        # the reaper ended Ray with the manager (generous: it returns once they are gone)
-        assert _gone_within(helpers, 120.0) == []
+    update = manager.wait_job(ids["update"], timeout_s=300)
+    assert update["state"] == "succeeded", update
+    assert update["attempts"] == 2 and update["summary"]["epoch"] == EPOCHS
+    events = manager.get(f"/api/v1/jobs/{ids['update']}/events")
+    resumed = [e for e in events if e["kind"] == "resumed"]
+    assert resumed and resumed[-1]["data"]["epoch"] >= epoch
+    steps = [row[1] for row in manager.get(f"/api/v1/jobs/{ids['update']}/metrics")["epoch"]]
+    assert steps == [float(e) for e in range(1, EPOCHS + 1)]  # none lost, none twice
 
-        manager.start()
-        update = manager.wait_job(ids["update"], timeout_s=300)
-        assert update["state"] == "succeeded", update
-        assert update["attempts"] == 2 and update["summary"]["epoch"] == EPOCHS
-        events = manager.get(f"/api/v1/jobs/{ids['update']}/events")
-        resumed = [e for e in events if e["kind"] == "resumed"]
-        assert resumed and resumed[-1]["data"]["epoch"] >= epoch
-        steps = [row[1] for row in manager.get(f"/api/v1/jobs/{ids['update']}/metrics")["epoch"]]
-        assert steps == [float(e) for e in range(1, EPOCHS + 1)]  # none lost, none twice
-
-        pipeline = manager.get(f"/api/v1/jobs/{ids['pipeline']}")
-        history = [e["kind"] for e in manager.get(f"/api/v1/jobs/{ids['pipeline']}/events")]
-        assert history[0] == "submitted" and "interrupted" in history, history
-        assert pipeline["state"] == "interrupted", (pipeline["state"], pipeline["reason"])
-        assert "cannot resume" in pipeline["reason"]
-        listed = [job["id"] for job in manager.get("/api/v1/jobs")["jobs"]]
-        assert sorted(listed) == sorted(ids.values())  # nothing lost or duplicated
-    finally:
-        manager.stop()
+    pipeline = manager.get(f"/api/v1/jobs/{ids['pipeline']}")
+    history = [e["kind"] for e in manager.get(f"/api/v1/jobs/{ids['pipeline']}/events")]
+    assert history[0] == "submitted" and "interrupted" in history, history
+    assert pipeline["state"] == "interrupted", (pipeline["state"], pipeline["reason"])
+    assert "cannot resume" in pipeline["reason"]
+    listed = [job["id"] for job in manager.get("/api/v1/jobs")["jobs"]]
+    assert len(listed) == len(set(listed))  # nothing duplicated
+    assert set(listed) == before | set(ids.values())  # nothing lost, nothing new
