@@ -288,7 +288,7 @@ def test_train_recovers_from_a_killed_worker_and_reports_each_epoch(
                                  "--kill-worker", "nano-1@1"])
 
     assert result.exit_code == 0, result.output
-    assert "2 epochs" in result.stdout and "1 interruption(s)" in result.stdout
+    assert "2 epochs" in result.stdout and "1 interruption(s)" in result.stdout, result.stdout
     assert json.loads((tmp_path / "strikes.json").read_text()) == {"nano-1": 1}
     assert sorted(p.name for p in (tmp_path / "checkpoints").glob("*.ewt"))[-1] == \
         "epoch-0001.ewt"

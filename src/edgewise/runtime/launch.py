@@ -15,6 +15,7 @@ from edgewise.cluster.model import Link
 from edgewise.errors import ConfigError
 from edgewise.nn.workload import Workload
 from edgewise.runtime.balance import balanced_steps
+from edgewise.runtime.faults import progress_poll_s
 from edgewise.runtime.memwatch import PROBE_TIMEOUT_S, SILENT_PROBE_S, MemoryWatch
 from edgewise.runtime.monitor import MONITOR_NAME, HealthMonitor
 from edgewise.runtime.plan import TrainConfig, TrainPlan
@@ -303,7 +304,9 @@ def await_all(run: Attempt, futures: dict[str, Any], heartbeat_s: float,
     results: dict[str, Any] = {}
     while pending:
         watch = _watch(run, heartbeat_s)
-        done, _ = ray.wait([*pending, watch], num_returns=1, timeout=heartbeat_s / 4)
+        asked = progress_poll_s(events)
+        poll_s = heartbeat_s / 4 if asked is None else min(heartbeat_s / 4, asked)
+        done, _ = ray.wait([*pending, watch], num_returns=1, timeout=poll_s)
         if done and done[0] == watch:
             run.watch = None
             lost = _lost(run, ray.get(watch))
