@@ -209,7 +209,7 @@ class KillMidEpoch:
     The engine reads the server's progress every quarter heartbeat; an epoch of a small
     network trains in less (0.4 s on the emulated three-nanos), so that no reading fell
     between the fraction and the epoch's end and the kill never came (a suite beside
-    ``stress-ng``, 2026-12-04: `train --kill-worker` reported 0 interruptions). While the
+    ``stress-ng``, 2026-12-04: ``train --kill-worker`` reported 0 interruptions). While the
     kill is armed the hook asks for a reading every :data:`ARMED_POLL_S`
     (:attr:`progress_poll_s`, read by ``launch.await_all``)."""
 
