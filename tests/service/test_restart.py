@@ -5,8 +5,8 @@ marked interrupted with the reason, and no process of the killed manager (Ray's 
 outlives it. (Resuming from a checkpoint is tested on the engine itself in
 tests/runtime/test_training.py; every kind's success through the manager in test_job_kinds.py.)
 The manager is the session's served one (tests/service/conftest.py), killed and started again
-on its own state directory: a manager of the test's own cost two more starts of Ray, the API
-and the device agents (a ``kill -9`` needs one start after it, not two)."""
+on its own state directory: one start of Ray, the API and the device agents, where a manager
+of the test's own needed two (one before the kill, one after)."""
 
 from __future__ import annotations
 

@@ -313,6 +313,10 @@ class _Faults:
         self.kill = KillMidEpoch("nano-1", 1, len(TRAIN_IDS), nodes=tb.nodes)
         self.injector, self.cut_at = tb.faults(), 0.0
 
+    @property
+    def progress_poll_s(self) -> float | None:
+        return self.kill.progress_poll_s  # readings often enough for the kill's moment
+
     def __call__(self, kind: str, data: dict[str, Any]) -> None:
         self.kill(kind, data)
         if kind == "epoch_start" and data["epoch"] == 2 and not self.cut_at:

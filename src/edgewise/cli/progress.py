@@ -39,6 +39,15 @@ class TrainingProgress:
     def __exit__(self, *exc: object) -> None:
         self.bars.stop()
 
+    @property
+    def progress_poll_s(self) -> float | None:
+        """The shortest progress period a chained hook asks for (a fault waiting for its
+        moment, ``runtime.faults.KillMidEpoch``), if any."""
+        from edgewise.runtime.faults import progress_poll_s  # Ray: not at the CLI's start
+
+        asked = [progress_poll_s(hook) for hook in self.hooks]
+        return min((a for a in asked if a is not None), default=None)
+
     def __call__(self, kind: str, data: dict[str, Any]) -> None:
         if kind == "epoch_start":
             self.epoch = data["epoch"]

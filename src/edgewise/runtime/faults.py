@@ -194,11 +194,10 @@ each, 50 a second for that epoch only."""
 
 
 def progress_poll_s(events: Any) -> float | None:
-    """The shortest progress period an events callback (or any hook it chains to, in
-    ``hooks``) asks for, if any."""
-    asked = [getattr(e, "progress_poll_s", None) for e in (events, *getattr(events, "hooks", ()))]
-    periods = [float(a) for a in asked if isinstance(a, int | float)]
-    return min(periods) if periods else None
+    """The progress period an events callback asks for (its ``progress_poll_s``), if any: a
+    callback that chains hooks answers for them (``cli.progress.TrainingProgress``)."""
+    asked = getattr(events, "progress_poll_s", None)
+    return float(asked) if isinstance(asked, int | float) else None
 
 
 class KillMidEpoch:
@@ -206,11 +205,11 @@ class KillMidEpoch:
     epoch ``epoch``'s samples were applied: a crash in the middle of an epoch. With
     ``nodes`` it kills the whole device instead (every process of its node).
 
-    The engine reads the server's progress every quarter heartbeat; an epoch of a small
-    network trains in less (0.4 s on the emulated three-nanos), so that no reading fell
-    between the fraction and the epoch's end and the kill never came (a suite beside
-    ``stress-ng``, 2026-12-04: ``train --kill-worker`` reported 0 interruptions). While the
-    kill is armed the hook asks for a reading every :data:`ARMED_POLL_S`
+    The engine reads the server's progress every quarter heartbeat (0.25 s by default); the
+    digits CNN's epochs on the emulated three-nanos are short enough (two epochs and the
+    job's start in 4.5-5.0 s) that no reading fell between the fraction and the epoch's end
+    and the kill never came (2026-12-04: ``train --kill-worker`` reported 0 interruptions).
+    While the kill is armed the hook asks for a reading every :data:`ARMED_POLL_S`
     (:attr:`progress_poll_s`, read by ``launch.await_all``)."""
 
     def __init__(self, device: str, epoch: int, n_samples: int, fraction: float = 1 / 3,
