@@ -17,7 +17,7 @@ from edgewise.cluster.model import Cluster
 from edgewise.errors import RuntimeFault
 from edgewise.nn.data import digits_split
 from edgewise.runtime.engine import TrainResult, train
-from edgewise.runtime.faults import FaultInjector
+from edgewise.runtime.faults import ARMED_POLL_S, FaultInjector, KillMidEpoch
 from edgewise.runtime.health import StrikeLedger
 from edgewise.runtime.plan import TrainConfig, equal_plan
 from edgewise.runtime.ray_cluster import RayRuntime, start_local
@@ -131,22 +131,27 @@ def test_sync_training_with_unequal_shards_takes_balanced_steps(runtime: RayRunt
         (r.val_accuracy, r.noise_scale, r.noise_scale_adam) for r in result.epochs]
 
 
-class _KillMidEpoch:
-    """An events hook that kills the worker on ``kills[epoch]`` once that epoch is a third
-    done (each at most once)."""
+class _Kills:
+    """:class:`KillMidEpoch` hooks, one an epoch: each kills ``kills[epoch]``'s worker once
+    that epoch is a third done (each at most once), asking for the fine progress readings
+    while one is armed."""
 
     def __init__(self, kills: dict[int, str]) -> None:
-        self.kills = dict(kills)
-        self.killed_at: dict[int, float] = {}
-        self._epoch = -1
+        self.hooks = [KillMidEpoch(device, epoch, len(TRAIN_IDS))
+                      for epoch, device in kills.items()]
+
+    @property
+    def progress_poll_s(self) -> float | None:
+        return min((p for h in self.hooks if (p := h.progress_poll_s) is not None),
+                   default=None)
+
+    @property
+    def killed_at(self) -> dict[int, float]:
+        return {h.epoch: h.fault.at for h in self.hooks if h.fault is not None}
 
     def __call__(self, kind: str, data: dict[str, Any]) -> None:
-        if kind == "epoch_start":
-            self._epoch = data["epoch"]
-        if kind == "progress" and self._epoch in self.kills and \
-                self._epoch not in self.killed_at and data["samples"] > len(TRAIN_IDS) // 3:
-            self.killed_at[self._epoch] = FaultInjector().kill_worker(
-                self.kills[self._epoch]).at
+        for hook in self.hooks:
+            hook(kind, data)
 
 
 def test_killed_workers_are_struck_and_the_third_strike_excludes_a_device(
@@ -158,7 +163,7 @@ def test_killed_workers_are_struck_and_the_third_strike_excludes_a_device(
     ledger = StrikeLedger(tmp_path / "strikes.json")
     ledger.strike("nano-2")
     ledger.strike("nano-2")
-    hook = _KillMidEpoch({1: "nano-1", 2: "nano-2"})
+    hook = _Kills({1: "nano-1", 2: "nano-2"})
     plan = equal_plan(runtime.cluster, len(TRAIN_IDS))
     result = train(runtime, _config(epochs=3), plan, ledger=ledger, events=hook)
     assert set(hook.killed_at) == {1, 2}
@@ -193,6 +198,12 @@ class _KillServerMidEpoch:
             [name] = FaultInjector.actors(self.kills[self._epoch])[-1:]
             self.killed[self._epoch] = FaultInjector().kill(name).target
 
+    @property
+    def progress_poll_s(self) -> float | None:
+        """Fine readings while this epoch's kill is armed (as :class:`KillMidEpoch` asks)."""
+        armed = self._epoch in self.kills and self._epoch not in self.killed
+        return ARMED_POLL_S if armed else None
+
 
 def test_a_killed_data_store_then_server_lose_no_sample(runtime: RayRuntime,
                                                         tmp_path: Path) -> None:
@@ -216,7 +227,7 @@ def test_a_job_out_of_restarts_fails_clearly(runtime: RayRuntime) -> None:
     and no worker of it is left running."""
     plan = equal_plan(runtime.cluster, len(TRAIN_IDS))
     with pytest.raises(RuntimeFault, match="gave up after 0 restarts"):
-        train(runtime, _config(epochs=2, max_restarts=0), plan, events=_KillMidEpoch({1: "nano-0"}))
+        train(runtime, _config(epochs=2, max_restarts=0), plan, events=_Kills({1: "nano-0"}))
     assert not FaultInjector.actors("worker-")
 
 
