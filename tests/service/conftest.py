@@ -8,6 +8,7 @@ measured 2026-11-27), which the rest of the session would pay for nothing."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 
 import pytest
@@ -19,11 +20,33 @@ _SERVED: list[ManagerProcess] = []
 @pytest.fixture(scope="session")
 def manager(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ManagerProcess]:
     """The example cluster (deep-edge-testbed) served for the tests that use it."""
+    _one_worker_serves(tmp_path_factory)
     process = ManagerProcess(tmp_path_factory.mktemp("served"))
     process.start()
     _SERVED.append(process)
     yield process
     process.stop()
+
+
+def _one_worker_serves(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Under pytest-xdist, fail if another worker served the manager already: the tests
+    that use it are one ``xdist_group`` (tests/conftest.py), and a second served manager
+    costs a Ray instance, six device agents and their jobs' processes (about 90
+    CPU-seconds in a run of 2026-12-04, when pytest 9.2 had silently broken the grouping)."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if worker is None:
+        return
+    mark = tmp_path_factory.getbasetemp().parent / "served-manager-worker"
+    try:
+        with mark.open("x") as file:
+            file.write(worker)
+    except FileExistsError:
+        first = mark.read_text()
+        if first != worker:
+            pytest.fail(f"the served manager's tests ran on two pytest-xdist workers ({first}, "
+                        f"{worker}): --dist loadgroup did not group them (pytest-xdist#1386 "
+                        "under pytest 9.2; pyproject.toml keeps pytest below 9.2)",
+                        pytrace=False)
 
 
 @pytest.fixture(autouse=True)
