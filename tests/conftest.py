@@ -16,6 +16,7 @@ from edgewise.cluster.schema import cluster_from_dict, load_cluster
 from edgewise.runtime.ray_cluster import emulated_resources, share_local, shared, unshare_local
 from edgewise.service import JobManager, Store
 from edgewise.service.problems import discover_problems, job_kinds
+from tests.clusters import LAB_CLUSTER, SESSION_CLUSTERS, SMALL_CLUSTER
 from tests.needs import in_ci
 
 # Hypothesis in CI: the same examples every run (a failure reproduces; a pass is not luck),
@@ -72,27 +73,14 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     gc.freeze()
 
 
-SMALL_CLUSTER = {
-    "name": "test-three-nanos",
-    "default_link": {"bandwidth_mbps": 1000, "latency_ms": 0.3},
-    "devices": [
-        {"name": "nano-0", "type": "jetson-nano"},
-        {"name": "nano-1", "type": "jetson-nano"},
-        {"name": "nano-2", "type": "jetson-nano"},
-        {"name": "pi5", "type": "raspberry-pi-5",
-         "roles": ["parameter-server", "data-store", "manager"]},
-    ],
-}
-
-
 def _session_resources() -> dict[str, float]:
-    """The devices of every shipped example cluster and of ``SMALL_CLUSTER``, which most
-    emulation tests use: the shared instance carries them from its first start, so that
+    """The devices of every shipped example cluster and of the test clusters several modules
+    run on (tests/clusters.py): the shared instance carries them from its first start, so that
     their tests add no Ray node (each added node is a raylet and two Python agents, about
     4 CPU-seconds over a run; a suite run of 2026-12-03 added 29 on its two workers). Clusters
     of other devices or memories still get a node of their own when they first run."""
     clusters = [load_cluster(p) for p in sorted(examples_dir().glob("*.yaml"))]
-    clusters.append(cluster_from_dict(SMALL_CLUSTER, source="test"))
+    clusters += [cluster_from_dict(c, source="test") for c in SESSION_CLUSTERS]
     resources: dict[str, float] = {}
     for cluster in clusters:
         resources |= emulated_resources(cluster, tagged=True)
@@ -155,17 +143,7 @@ def _private_folders(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]
 # The manager API tests (service and the problems' routers): a small cluster, a dry-run backend.
 @pytest.fixture
 def cluster() -> Cluster:
-    return cluster_from_dict(
-        {
-            "name": "lab",
-            "devices": [
-                {"name": "tx2", "type": "jetson-tx2"},
-                {"name": "nano", "type": "jetson-nano"},
-                {"name": "ps", "type": "raspberry-pi-5", "roles": ["parameter-server"]},
-            ],
-            "links": [{"between": ["tx2", "ps"], "bandwidth_mbps": 100}],
-        }
-    )
+    return cluster_from_dict(LAB_CLUSTER)
 
 
 @pytest.fixture

@@ -40,14 +40,8 @@ from edgewise.modelparallel.run import (
 )
 from edgewise.runtime.emulation import stretch_factors
 from edgewise.runtime.ray_cluster import RayRuntime, start_local
+from tests.clusters import MP_CLUSTER, MP_SLOW_MBPS
 
-SLOW_MBPS = 4.0
-CLUSTER = {
-    "name": "test-mp",
-    "default_link": {"bandwidth_mbps": 1000, "latency_ms": 0.0},
-    "links": [{"between": ["n1", "n2"], "bandwidth_mbps": SLOW_MBPS, "latency_ms": 0.0}],
-    "devices": [{"name": f"n{i}", "type": "jetson-nano"} for i in range(4)],
-}
 CUTS = (0, 2, 5, 9)  # conv+relu | conv+relu+pool | flatten+dense+relu+dense
 BATCH, ITERATIONS, LR = 64, 30, 0.01
 
@@ -63,7 +57,7 @@ class FastRun:
 
 @pytest.fixture(scope="module")
 def runtime() -> Iterator[RayRuntime]:
-    rt = start_local(cluster_from_dict(CLUSTER, source="test"))
+    rt = start_local(cluster_from_dict(MP_CLUSTER, source="test"))
     yield rt
     rt.shutdown()
 
@@ -120,7 +114,7 @@ def test_a_slow_link_slows_every_iteration(runtime: RayRuntime) -> None:
     # a loaded host cannot break (it only adds time); the unshaped run's iterations take
     # about half of it, so a link that is not shaped fails here. (Comparing with the fast
     # run's mean instead flaked on a loaded host: its compute slowed by more than the margin.)
-    extra_s = 2 * BATCH * 32 * 16 * 4 * 8 / (SLOW_MBPS * 1e6)
+    extra_s = 2 * BATCH * 32 * 16 * 4 * 8 / (MP_SLOW_MBPS * 1e6)
     assert min(slow.iteration_s[1:]) > 0.8 * extra_s
     assert all(a + b > 0.8 * extra_s for a, b in zip(*slow.transfer_s[1:], strict=True))
     assert slow.mean_transfer_s > 0.8 * extra_s

@@ -33,20 +33,15 @@ from edgewise.pipeline.scale import (
 from edgewise.pipeline.sim import PipelineOutcome
 from edgewise.pipeline.workload import random_inputs
 from edgewise.runtime.ray_cluster import RayRuntime, start_local
+from tests.clusters import SCALE_CLUSTER
 
-CLUSTER = {
-    "name": "test-scale",
-    "default_link": {"bandwidth_mbps": 1000, "latency_ms": 0.2},
-    "devices": [*({"name": f"pi-{i}", "type": "raspberry-pi-4-4gb"} for i in range(4)),
-                {"name": "host", "type": "raspberry-pi-5", "roles": ["manager"]}],
-}
 SMALL = {"hidden_size": 32, "num_hidden_layers": 4, "num_attention_heads": 4,
          "intermediate_size": 64, "image_size": 16, "patch_size": 8, "num_labels": 5}
 
 
 @pytest.fixture(scope="module")
 def runtime() -> Iterator[RayRuntime]:
-    rt = start_local(cluster_from_dict(CLUSTER, source="test"))
+    rt = start_local(cluster_from_dict(SCALE_CLUSTER, source="test"))
     yield rt
     rt.shutdown()
 

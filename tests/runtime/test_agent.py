@@ -89,7 +89,7 @@ def test_cluster_up_shows_every_devices_live_metrics(small_cluster: Cluster,
     """`cluster up --seconds`: the emulated cluster up, its agent beating for every device,
     the live table showing each device's heartbeat (an emulated device's load is the
     host's, shown once), then a clean stop."""
-    from tests.conftest import SMALL_CLUSTER
+    from tests.clusters import SMALL_CLUSTER
     from typer.testing import CliRunner
 
     from edgewise.cli import app

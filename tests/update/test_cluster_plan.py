@@ -12,6 +12,7 @@ from edgewise.runtime.ray_cluster import start_local
 from edgewise.update.policies import get_policy
 from edgewise.update.run import cluster_problem, execute, to_train_plan
 from edgewise.update.sim import score
+from tests.clusters import TWO_NANOS_SIFT
 
 TESTBED = example_path("deep-edge-testbed.yaml")
 RNG = np.random.default_rng(0)
@@ -44,15 +45,7 @@ def test_the_plan_becomes_an_engine_plan_over_the_digits() -> None:
 
 @pytest.mark.ray
 def test_a_plan_runs_with_its_background_apps_really_running() -> None:
-    cluster = cluster_from_dict({
-        "name": "two-nanos-sift",
-        "devices": [
-            {"name": "nano-0", "type": "jetson-nano"}, {"name": "nano-1", "type": "jetson-nano"},
-            {"name": "pi", "type": "raspberry-pi-5",
-             "roles": ["parameter-server", "data-store", "manager"]}],
-        "background_apps": [{"name": "sift-0", "device": "nano-0", "kind": "sift",
-                             "period_ms": 200}],
-    })
+    cluster = cluster_from_dict(TWO_NANOS_SIFT, source="test")
     problem = cluster_problem(cluster, {}, 1437)
     plan = get_policy("deep-edge")(problem, RNG)
     runtime = start_local(cluster)
