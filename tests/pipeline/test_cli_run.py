@@ -20,6 +20,11 @@ def test_a_stage_killed_mid_stream_loses_and_repeats_nothing() -> None:
     assert result.exit_code == 0, result.output
     figures = json.loads(result.output.strip().splitlines()[-1])
     assert figures["results"] == figures["requests"] == 12
-    assert figures["in_order"] is True and figures["duplicates"] == 0
+    assert figures["in_order"] is True  # ids 0..11, each delivered once
+    # ``duplicates`` counts late copies the dispatcher dropped: a request already past the
+    # killed stage comes back and its re-sent copy too (docs/seifer-runtime.md). How many
+    # were past it is the host's timing (2 beside stress-ng, 2026-12-04); each such copy
+    # belongs to a re-sent request
+    assert 0 <= figures["duplicates"] <= figures["resends"]
     assert figures["restarts"] >= 1  # the killed stage came back
     assert figures["outputs_equal_to_the_model"] is True and figures["check_vacuous"] is False
