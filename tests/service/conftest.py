@@ -29,24 +29,24 @@ def manager(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ManagerProcess
 
 
 def _one_worker_serves(tmp_path_factory: pytest.TempPathFactory) -> None:
-    """Under pytest-xdist, fail if another worker served the manager already: the tests
-    that use it are one ``xdist_group`` (tests/conftest.py), and a second served manager
-    costs a Ray instance, six device agents and their jobs' processes (about 90
-    CPU-seconds in a run of 2026-12-04, when pytest 9.2 had silently broken the grouping)."""
+    """Under pytest-xdist, fail if another worker serves the manager too: the tests that
+    use it are one ``xdist_group`` (tests/conftest.py), and a second served manager costs a
+    Ray instance, six device agents and their jobs' processes (its Ray workers alone used
+    67 CPU-seconds in a run of 2026-12-04, when pytest 9.2 had silently broken the
+    grouping). Each serving worker leaves a file named after it in the run's shared folder."""
     worker = os.environ.get("PYTEST_XDIST_WORKER")
     if worker is None:
         return
-    mark = tmp_path_factory.getbasetemp().parent / "served-manager-worker"
-    try:
-        with mark.open("x") as file:
-            file.write(worker)
-    except FileExistsError:
-        first = mark.read_text()
-        if first != worker:
-            pytest.fail(f"the served manager's tests ran on two pytest-xdist workers ({first}, "
-                        f"{worker}): --dist loadgroup did not group them (pytest-xdist#1386 "
-                        "under pytest 9.2; pyproject.toml keeps pytest below 9.2)",
-                        pytrace=False)
+    shared = tmp_path_factory.getbasetemp().parent
+    (shared / f"served-manager-by-{worker}").touch()
+    others = sorted(p.name.removeprefix("served-manager-by-")
+                    for p in shared.glob("served-manager-by-*")
+                    if p.name != f"served-manager-by-{worker}")
+    if others:
+        pytest.fail(f"the served manager's tests ran on more than one pytest-xdist worker "
+                    f"({', '.join([*others, worker])}): --dist loadgroup did not group them "
+                    "(pytest-xdist#1386 under pytest 9.2; pyproject.toml keeps pytest below 9.2)",
+                    pytrace=False)
 
 
 @pytest.fixture(autouse=True)
