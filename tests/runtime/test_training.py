@@ -17,7 +17,12 @@ from edgewise.cluster.model import Cluster
 from edgewise.errors import RuntimeFault
 from edgewise.nn.data import digits_split
 from edgewise.runtime.engine import TrainResult, train
-from edgewise.runtime.faults import ARMED_POLL_S, FaultInjector, KillMidEpoch
+from edgewise.runtime.faults import (
+    ARMED_POLL_S,
+    FaultInjector,
+    KillMidEpoch,
+    progress_poll_s,
+)
 from edgewise.runtime.health import StrikeLedger
 from edgewise.runtime.plan import TrainConfig, equal_plan
 from edgewise.runtime.ray_cluster import RayRuntime, start_local
@@ -142,8 +147,7 @@ class _Kills:
 
     @property
     def progress_poll_s(self) -> float | None:
-        return min((p for h in self.hooks if (p := h.progress_poll_s) is not None),
-                   default=None)
+        return progress_poll_s(*self.hooks)
 
     @property
     def killed_at(self) -> dict[int, float]:

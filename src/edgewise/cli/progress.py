@@ -45,8 +45,7 @@ class TrainingProgress:
         moment, ``runtime.faults.KillMidEpoch``), if any."""
         from edgewise.runtime.faults import progress_poll_s  # Ray: not at the CLI's start
 
-        asked = [progress_poll_s(hook) for hook in self.hooks]
-        return min((a for a in asked if a is not None), default=None)
+        return progress_poll_s(*self.hooks)
 
     def __call__(self, kind: str, data: dict[str, Any]) -> None:
         if kind == "epoch_start":

@@ -193,11 +193,12 @@ ARMED_POLL_S = 0.02
 each, 50 a second for that epoch only."""
 
 
-def progress_poll_s(events: Any) -> float | None:
-    """The progress period an events callback asks for (its ``progress_poll_s``), if any: a
-    callback that chains hooks answers for them (``cli.progress.TrainingProgress``)."""
-    asked = getattr(events, "progress_poll_s", None)
-    return float(asked) if isinstance(asked, int | float) else None
+def progress_poll_s(*events: Any) -> float | None:
+    """The shortest progress period the events callbacks ask for (each one's
+    ``progress_poll_s``), if any asks: a callback that chains hooks answers for them by
+    calling this on them (``cli.progress.TrainingProgress``)."""
+    asked = [getattr(e, "progress_poll_s", None) for e in events]
+    return min((float(a) for a in asked if isinstance(a, int | float)), default=None)
 
 
 class KillMidEpoch:
