@@ -4,9 +4,11 @@ server error, no response outside the document, invalid data rejected, auth enfo
 
 from __future__ import annotations
 
+import atexit
 import json
 import math
 import os
+import shutil
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -42,8 +44,10 @@ CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance,
 
 def _app() -> Any:
     """A dry-run manager of the example cluster (jobs are checked and stored, never run),
-    planning in child processes limited to 1.5 s and 1 GB."""
+    planning in child processes limited to 1.5 s and 1 GB. Its state folder goes when the
+    process ends (the schema is read at collection, so the app outlives any fixture)."""
     state = Path(tempfile.mkdtemp(prefix="edgewise-schemathesis-"))
+    atexit.register(shutil.rmtree, state, ignore_errors=True)
     problems = discover_problems()
     manager = JobManager(Store(state / "manager.db"), job_kinds(problems),
                          load_cluster(example_path("deep-edge-testbed.yaml")), state_dir=state)
