@@ -99,6 +99,48 @@ def test_a_vessel_with_a_call_still_running_is_not_clean() -> None:
     assert v.release("t2", grace_s=0.1) is True  # type: ignore[attr-defined]
 
 
+class Overlap:
+    """A member that records how many of its calls ran at once."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.running = 0
+        self.most = 0
+
+    def nap(self, seconds: float) -> int:
+        with self._lock:
+            self.running += 1
+            self.most = max(self.most, self.running)
+        time.sleep(seconds)
+        with self._lock:
+            self.running -= 1
+        return self.most
+
+
+def _most_at_once(v: Any, token: str, calls: int, method: str = "nap") -> int:
+    threads = [threading.Thread(target=v.call, args=(token, method, 0.3)) for _ in range(calls)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(10)
+    return int(v.call(token, method, 0.0))
+
+
+@pytest.mark.parametrize(("concurrency", "grouped", "most"), [
+    (1, (), 1),  # a member declared with one thread runs one call at a time
+    (2, (), 2),
+    (1, ("nap",), 3),  # a method of a concurrency group: Ray limits it, the vessel does not
+    (None, (), 3),
+])
+def test_a_vessel_keeps_its_members_own_concurrency(
+        concurrency: int | None, grouped: tuple[str, ...], most: int) -> None:
+    """A vessel has threads enough for any member (``VESSEL_CONCURRENCY``); the member's own
+    limit is kept around its calls, so members of different concurrency share vessels."""
+    v = _plain_vessel()
+    v.become("t1", (__name__, "Overlap"), (), {}, concurrency, grouped)  # type: ignore[attr-defined]
+    assert _most_at_once(v, "t1", 3) == most
+
+
 @pytest.fixture(scope="module")
 def runtime(small_cluster: Cluster) -> Iterator[RayRuntime]:
     rt = start_local(small_cluster)
@@ -192,6 +234,26 @@ def test_emulated_members_of_any_device_and_cluster_reuse_an_idle_process(
         release_members([third])
     finally:
         other.shutdown()
+
+
+@pytest.mark.ray
+def test_members_of_different_concurrency_reuse_one_process(runtime: RayRuntime) -> None:
+    """A member declared with two threads, then one with 32 (a worker, then a parameter
+    server): the second reuses the first's process (the vessel keeps each one's limit, as
+    the test above shows)."""
+    whole = {d: _free_mb(runtime, d) for d in ("nano-0", "nano-1")}
+    options = runtime.member_options("nano-0", 64, "probe-m-nano-0")
+    first = spawn_member(ProbeActor, {**options, "max_concurrency": 2}, "two")
+    assert isinstance(first, HostedMember)
+    assert ray.get(first.ready.remote(), timeout=60) == "two"
+    pid = _pid(first)
+    release_members([first])
+    options = runtime.member_options("nano-1", 64, "probe-n-nano-1")
+    second = spawn_member(ProbeActor, {**options, "max_concurrency": 32}, "many")
+    assert _pid(second) == pid
+    assert ray.get(second.ready.remote(), timeout=60) == "many"
+    release_members([second])
+    assert all(_settles(lambda d=d: _free_mb(runtime, d), mb) for d, mb in whole.items())
 
 
 @pytest.mark.ray

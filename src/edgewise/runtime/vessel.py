@@ -8,11 +8,13 @@ seconds of wall time): on a 2-core host most of a short run's CPU, and on a boar
 before a job or a restarted attempt trains at all. A vessel is a Ray actor that builds a
 member inside itself (``become``), forwards its method calls (``call``) and, when the run
 ends, drops it (``release``) and goes back to this process's pool, from which the next
-member on the same device, reservation and concurrency is built without a new process.
+member on the same device, reservation and concurrency groups is built without a new
+process (whatever its own concurrency: :data:`VESSEL_CONCURRENCY`).
 
 What does not change: one member per process at a time, so a crash (``FaultInjector.kill``
 kills the vessel's process) takes exactly that member down, as before; a member's calls run
-with the concurrency its own ``@ray.remote`` declares; the device's slot and memory
+with the concurrency its own ``@ray.remote`` declares (Ray's concurrency groups, and the
+vessel's semaphore for the rest); the device's slot and memory
 reservation are Ray's as before. What the pool adds: on a testbed or a real cluster an idle
 vessel keeps its device's reservation, so creating any other actor on that device
 (``RayRuntime.actor_options``) first ends that device's idle vessels; on an emulating
@@ -42,8 +44,14 @@ from typing import Any
 
 import ray
 
-__all__ = ["BECOME_WAIT_S", "RESERVE_APART", "VESSEL_PREFIX", "HostedMember", "Vessel",
-           "vessel_class", "vessels_enabled"]
+__all__ = ["BECOME_WAIT_S", "RESERVE_APART", "VESSEL_CONCURRENCY", "VESSEL_PREFIX",
+           "HostedMember", "Vessel", "vessel_class", "vessels_enabled"]
+
+VESSEL_CONCURRENCY = 33
+"""Threads of a vessel's default concurrency group: the most any member of ours declares (the
+parameter server's 32) and one for ``become`` and ``release``. A member's own concurrency is
+kept by the vessel (a semaphore around its calls), so that one vessel can host, one after
+another, members that declare different concurrencies: a worker, then a parameter server."""
 
 BECOME_WAIT_S = 120.0
 """How long a member's call waits for its ``become`` (issued first, but a threaded actor may
@@ -102,13 +110,19 @@ class _VesselCore:
         self._failure: BaseException | None = None
         self._calls = 0
         self._ended: set[str] = set()  # tokens released here: their calls fail at once
+        self._gate: threading.Semaphore | None = None
+        self._grouped: frozenset[str] = frozenset()
 
     def become(self, token: str, cls: tuple[str, str], args: tuple[Any, ...],
-               kwargs: dict[str, Any]) -> int:
+               kwargs: dict[str, Any], concurrency: int | None = None,
+               grouped: tuple[str, ...] = ()) -> int:
         """Build the member for ``token``: the class ``cls`` (module, name; an actor class
         stands for the class it wraps) called with ``args`` and ``kwargs``; returns the
         process id. A constructor's exception is raised here and by every call for this
-        token, as an actor's own would be."""
+        token, as an actor's own would be. ``concurrency``: how many of the member's calls
+        outside its concurrency groups (the methods ``grouped``, which Ray limits) run at
+        once here (None: as many as the vessel's threads)."""
+        gate = threading.BoundedSemaphore(concurrency) if concurrency else None
         member, failure = None, None
         try:
             found = getattr(_imported(cls[0]), cls[1])
@@ -119,6 +133,7 @@ class _VesselCore:
             released = token in self._ended  # its run ended before this build did
             if not released:
                 self._token, self._member, self._failure = token, member, failure
+                self._gate, self._grouped = gate, frozenset(grouped)
             self._lock.notify_all()
         if released:
             _stop(member)
@@ -136,9 +151,13 @@ class _VesselCore:
             if self._failure is not None:
                 raise self._failure
             member = self._member
+            gate = None if method in self._grouped else self._gate
             self._calls += 1
         try:
-            return getattr(member, method)(*args, **kwargs)
+            if gate is None:
+                return getattr(member, method)(*args, **kwargs)
+            with gate:
+                return getattr(member, method)(*args, **kwargs)
         finally:
             with self._lock:
                 self._calls -= 1

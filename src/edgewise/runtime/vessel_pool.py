@@ -33,6 +33,7 @@ from edgewise.runtime.reservation import clear_reservations, reservations, unres
 from edgewise.runtime.reservation import reserve as reserve_apart
 from edgewise.runtime.vessel import (
     RESERVE_APART,
+    VESSEL_CONCURRENCY,
     VESSEL_PREFIX,
     HostedMember,
     vessel_class,
@@ -122,12 +123,19 @@ def _kill(vessel: Any) -> None:
         ray.kill(vessel, no_restart=True)
 
 
+def _shared(concurrency: int) -> bool:
+    """Whether a member of this concurrency runs in a vessel of :data:`VESSEL_CONCURRENCY`
+    threads (the vessel keeps the member's own limit), else in one of its own size."""
+    return concurrency < VESSEL_CONCURRENCY
+
+
 def _key(options: dict[str, Any], concurrency: int,
          groups: dict[str, int]) -> tuple[Any, ...]:
     """What a vessel must match to host a member: the same reservations, namespace,
-    concurrency (and concurrency groups) and environment (e.g. an MPS share's variables)."""
+    concurrency groups and environment (e.g. an MPS share's variables); the same
+    concurrency only where it is more than a shared vessel's (:func:`_shared`)."""
     return (tuple(sorted(options.get("resources", {}).items())), options.get("namespace"),
-            concurrency, tuple(sorted(groups.items())),
+            None if _shared(concurrency) else concurrency, tuple(sorted(groups.items())),
             json.dumps(options.get("runtime_env"), sort_keys=True, default=str))
 
 
@@ -209,7 +217,7 @@ def spawn_member(actor_class: Any, options: dict[str, Any], *args: Any,
                  **kwargs: Any) -> Any:
     """Start a member of ``actor_class`` (a ``@ray.remote`` class) with ``options`` (from
     ``RayRuntime.actor_options``, naming the member): in a pooled vessel, reusing an idle one
-    of the same device, reservation and concurrency when there is one, or as an actor of its
+    of the same device, reservation and concurrency groups when there is one, or as an actor of its
     own when the pool is off. With :data:`~edgewise.runtime.vessel.RESERVE_APART` in
     ``options`` (``RayRuntime.member_options`` on an emulating instance) the member's device
     resources are reserved apart, and any idle vessel of this host can host it."""
@@ -227,6 +235,7 @@ def spawn_member(actor_class: Any, options: dict[str, Any], *args: Any,
     meta = actor_class.__ray_metadata__
     groups = dict(meta.concurrency_groups or {})
     methods = tuple(sorted(meta.method_meta.concurrency_group_for_methods.items()))
+    grouped = tuple(m for m, _ in methods)
     key = _key(options, concurrency, groups)
     token = f"{name}#{uuid.uuid4().hex[:8]}"
     cls = (actor_class.__module__, actor_class.__ray_actor_class__.__qualname__)
@@ -253,7 +262,8 @@ def spawn_member(actor_class: Any, options: dict[str, Any], *args: Any,
         member: HostedMember | None = HostedMember(found.vessel, found.vessel_name, token,
                                                    name, key, methods, reservation)
         try:  # a reused vessel is checked before it is handed out: it may have been killed
-            ray.get(found.vessel.become.remote(token, cls, args, kwargs), timeout=120)
+            ray.get(found.vessel.become.remote(token, cls, args, kwargs, concurrency, grouped),
+                    timeout=120)
         except RayTaskError:  # the member's constructor failed: its calls say why
             pass
         except (RayError, GetTimeoutError):
@@ -263,9 +273,11 @@ def spawn_member(actor_class: Any, options: dict[str, Any], *args: Any,
             _register(name, found.vessel_name)
             return member
     vessel_name = f"{VESSEL_PREFIX}{uuid.uuid4().hex[:12]}"
-    vessel_options = {**options, "name": vessel_name, "max_concurrency": concurrency + 1}
+    threads = VESSEL_CONCURRENCY if _shared(concurrency) else concurrency + 1
+    vessel_options = {**options, "name": vessel_name, "max_concurrency": threads}
     vessel = vessel_class(groups).options(**vessel_options).remote()
-    vessel.become.remote(token, cls, args, kwargs)  # failures surface on the member's calls
+    # failures surface on the member's calls
+    vessel.become.remote(token, cls, args, kwargs, concurrency, grouped)
     _register(name, vessel_name)
     return HostedMember(vessel, vessel_name, token, name, key, methods, reservation)
 
