@@ -151,6 +151,11 @@ def profile(
             result = run_profile(output, replace(config, workload=chosen,
                                                  batch_sizes=sizes or config.batch_sizes),
                                  progress)
+    _report(result, as_json)
+
+
+def _report(result: ProfileResult, as_json: bool) -> None:
+    """The profile's summary: one JSON object, or the table."""
     if as_json:
         print(json.dumps({"path": str(result.path), "rows": len(result.samples),
                           "written": result.written, "skipped": result.skipped,

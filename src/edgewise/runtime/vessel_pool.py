@@ -125,15 +125,14 @@ def _kill(vessel: Any) -> None:
 
 def _shared(concurrency: int) -> bool:
     """Whether a member of this concurrency runs in a vessel of :data:`VESSEL_CONCURRENCY`
-    threads (the vessel keeps the member's own limit), else in one of its own size."""
+    threads (which keeps the member's limit), else in one of its own size."""
     return concurrency < VESSEL_CONCURRENCY
 
 
 def _key(options: dict[str, Any], concurrency: int,
          groups: dict[str, int]) -> tuple[Any, ...]:
-    """What a vessel must match to host a member: the same reservations, namespace,
-    concurrency groups and environment (e.g. an MPS share's variables); the same
-    concurrency only where it is more than a shared vessel's (:func:`_shared`)."""
+    """What a vessel must match to host a member: the same reservations, namespace, concurrency
+    groups and environment (an MPS share's variables); concurrency only past :func:`_shared`."""
     return (tuple(sorted(options.get("resources", {}).items())), options.get("namespace"),
             None if _shared(concurrency) else concurrency, tuple(sorted(groups.items())),
             json.dumps(options.get("runtime_env"), sort_keys=True, default=str))
@@ -213,6 +212,37 @@ def _here() -> NodeAffinitySchedulingStrategy:
                                           soft=True)
 
 
+def _take_idle(key: tuple[Any, ...]) -> _Idle | None:
+    """An idle vessel of ``key``, taken out of the pool (the latest to go idle), if any."""
+    with _POOL.lock:
+        idle = _checked_idle()
+        found = next((i for i in reversed(idle) if i.key == key), None)
+        if found is not None:
+            idle.remove(found)
+    return found
+
+
+def _make_room(resources: dict[str, float]) -> None:
+    """End the idle vessels on the device of ``resources`` that hold memory it needs."""
+    slot = next((r for r in resources if r.startswith("device:")), "")
+    memory = next((r for r in resources if r.startswith("device-mem:")), "")
+    if slot:
+        evict_device(slot, memory, float(resources.get(memory, 0.0)))
+
+
+def _become(found: _Idle, build: tuple[Any, ...]) -> bool:
+    """Build a member in a reused vessel (``build``: ``become``'s arguments); False where the
+    vessel is gone (killed meanwhile). A failed constructor is the member's calls' to say."""
+    try:
+        ray.get(found.vessel.become.remote(*build), timeout=120)
+    except RayTaskError:  # the member's constructor failed: its calls say why
+        return True
+    except (RayError, GetTimeoutError):
+        _kill(found.vessel)
+        return False
+    return True
+
+
 def spawn_member(actor_class: Any, options: dict[str, Any], *args: Any,
                  **kwargs: Any) -> Any:
     """Start a member of ``actor_class`` (a ``@ray.remote`` class) with ``options`` (from
@@ -239,17 +269,10 @@ def spawn_member(actor_class: Any, options: dict[str, Any], *args: Any,
     key = _key(options, concurrency, groups)
     token = f"{name}#{uuid.uuid4().hex[:8]}"
     cls = (actor_class.__module__, actor_class.__ray_actor_class__.__qualname__)
-    with _POOL.lock:
-        idle = _checked_idle()
-        found = next((i for i in reversed(idle) if i.key == key), None)
-        if found is not None:
-            idle.remove(found)
-    resources = reserve or options.get("resources", {})
+    build = (token, cls, args, kwargs, concurrency, grouped)  # a vessel's ``become``
+    found = _take_idle(key)
     if found is None or reserve:  # idle vessels on the device may hold the memory it needs
-        slot = next((r for r in resources if r.startswith("device:")), "")
-        memory = next((r for r in resources if r.startswith("device-mem:")), "")
-        if slot:
-            evict_device(slot, memory, float(resources.get(memory, 0.0)))
+        _make_room(reserve or options.get("resources", {}))
     try:
         reservation = reserve_apart(token, reserve, RESERVE_WAIT_S) if reserve else None
     except EdgewiseError:
@@ -258,26 +281,15 @@ def spawn_member(actor_class: Any, options: dict[str, Any], *args: Any,
                 _POOL.idle.append(_Idle(found.vessel, found.vessel_name, found.key,
                                         time.monotonic()))
         raise
-    if found is not None:
-        member: HostedMember | None = HostedMember(found.vessel, found.vessel_name, token,
-                                                   name, key, methods, reservation)
-        try:  # a reused vessel is checked before it is handed out: it may have been killed
-            ray.get(found.vessel.become.remote(token, cls, args, kwargs, concurrency, grouped),
-                    timeout=120)
-        except RayTaskError:  # the member's constructor failed: its calls say why
-            pass
-        except (RayError, GetTimeoutError):
-            _kill(found.vessel)
-            member = None
-        if member is not None:
-            _register(name, found.vessel_name)
-            return member
+    if found is not None and _become(found, build):
+        _register(name, found.vessel_name)
+        return HostedMember(found.vessel, found.vessel_name, token, name, key, methods,
+                            reservation)
     vessel_name = f"{VESSEL_PREFIX}{uuid.uuid4().hex[:12]}"
     threads = VESSEL_CONCURRENCY if _shared(concurrency) else concurrency + 1
     vessel_options = {**options, "name": vessel_name, "max_concurrency": threads}
     vessel = vessel_class(groups).options(**vessel_options).remote()
-    # failures surface on the member's calls
-    vessel.become.remote(token, cls, args, kwargs, concurrency, grouped)
+    vessel.become.remote(*build)  # failures surface on the member's calls
     _register(name, vessel_name)
     return HostedMember(vessel, vessel_name, token, name, key, methods, reservation)
 
