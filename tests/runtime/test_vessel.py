@@ -117,13 +117,13 @@ class Overlap:
         return self.most
 
 
-def _most_at_once(v: Any, token: str, calls: int, method: str = "nap") -> int:
-    threads = [threading.Thread(target=v.call, args=(token, method, 0.3)) for _ in range(calls)]
+def _most_at_once(v: Any, token: str, calls: int) -> int:
+    threads = [threading.Thread(target=v.call, args=(token, "nap", 0.3)) for _ in range(calls)]
     for t in threads:
         t.start()
     for t in threads:
         t.join(10)
-    return int(v.call(token, method, 0.0))
+    return int(v.call(token, "nap", 0.0))
 
 
 @pytest.mark.parametrize(("concurrency", "grouped", "most"), [
@@ -153,12 +153,15 @@ def _pid(member: HostedMember) -> int:
 
 
 def _spawn(runtime: RayRuntime, device: str, name: str, label: str = "", *,
-           bound: bool = False, memory_mb: int = 64) -> HostedMember:
+           bound: bool = False, memory_mb: int = 64,
+           concurrency: int | None = None) -> HostedMember:
     """A probe member on ``device``: held apart from its vessel, as a run's member is on an
     emulating instance, or (``bound``) in a vessel that holds the device's reservation
     itself, as on a testbed, where each device is a node of its own."""
     options = (runtime.actor_options(device, memory_mb, name) if bound
                else runtime.member_options(device, memory_mb, name))
+    if concurrency is not None:
+        options = {**options, "max_concurrency": concurrency}
     member = spawn_member(ProbeActor, options, label or device)
     assert isinstance(member, HostedMember)
     return member
@@ -242,14 +245,11 @@ def test_members_of_different_concurrency_reuse_one_process(runtime: RayRuntime)
     server): the second reuses the first's process (the vessel keeps each one's limit, as
     the test above shows)."""
     whole = {d: _free_mb(runtime, d) for d in ("nano-0", "nano-1")}
-    options = runtime.member_options("nano-0", 64, "probe-m-nano-0")
-    first = spawn_member(ProbeActor, {**options, "max_concurrency": 2}, "two")
-    assert isinstance(first, HostedMember)
+    first = _spawn(runtime, "nano-0", "probe-m-nano-0", "two", concurrency=2)
     assert ray.get(first.ready.remote(), timeout=60) == "two"
     pid = _pid(first)
     release_members([first])
-    options = runtime.member_options("nano-1", 64, "probe-n-nano-1")
-    second = spawn_member(ProbeActor, {**options, "max_concurrency": 32}, "many")
+    second = _spawn(runtime, "nano-1", "probe-n-nano-1", "many", concurrency=32)
     assert _pid(second) == pid
     assert ray.get(second.ready.remote(), timeout=60) == "many"
     release_members([second])

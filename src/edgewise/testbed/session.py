@@ -44,11 +44,13 @@ class Testbed:
         return FaultInjector(self.nodes)
 
     def alive_nodes(self) -> int:
-        """Ray nodes of this testbed that Ray reports alive."""
-        nodes = ray.nodes()  # type: ignore[no-untyped-call]
-        return len([n for n in nodes if n.get("Alive")
-                    and any(device_resource(d) in n.get("Resources", {})
-                            for d in self.runtime.cluster.device_names)])
+        """Devices of this testbed whose Ray node Ray reports alive. A device killed and
+        started again has two node entries until Ray's health checks mark the old one dead
+        (a fresh-clone suite run read 5 on four devices, 2026-12-05): it counts once."""
+        alive = [n.get("Resources", {}) for n in ray.nodes()  # type: ignore[no-untyped-call]
+                 if n.get("Alive")]
+        return sum(any(device_resource(d) in r for r in alive)
+                   for d in self.runtime.cluster.device_names)
 
     def restart_node(self, device: str, wait_s: float = 60.0) -> None:
         """Start ``device``'s node again (after a kill) and wait until Ray has it back."""
