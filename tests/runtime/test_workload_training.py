@@ -20,8 +20,9 @@ from edgewise.cluster.model import Cluster
 from edgewise.errors import ConfigError
 from edgewise.nn.workload import Workload, open_data, workload_from_dict
 from edgewise.nn.workload.synthetic import make_shapes_folder
-from edgewise.runtime.datastore import DataStore
+from edgewise.runtime.datastore import DataStore, calibration_ids
 from edgewise.runtime.engine import train
+from edgewise.runtime.evaluate import calibration_samples
 from edgewise.runtime.launch import (
     MemberSpec,
     monitor_handle,
@@ -87,6 +88,11 @@ def test_user_model_on_an_image_folder_trains_in_chunks(
     assert np.abs(state["w.inner.1.running_mean"]).max() > 0.01
     assert int(state["w.inner.1.num_batches_tracked"]) == checkpoint.meta["updates"]
     assert all(b > 10 * 4096 for b in result.shipped_bytes.values())
+    # what is kept is what was measured: each epoch's checkpoint, loaded as it is and run in
+    # eval mode with no re-estimation, scores exactly the accuracy the epoch reported
+    for record in (result.epochs[2], result.epochs[-1]):
+        saved = tmp_path / f"epoch-{record.epoch:04d}.ewt"
+        assert _accuracy_as_saved(workload, saved.read_bytes()) == record.val_accuracy
 
 
 def test_data_store_chunks_are_bounded_and_complete(runtime: RayRuntime,
@@ -109,6 +115,13 @@ def test_data_store_chunks_are_bounded_and_complete(runtime: RayRuntime,
         validation = ray.get(store.validation.remote())
         assert len(validation) > 1 and len(read_frames(validation, workload).y) == \
             open_data(workload).size("val")
+        # the calibration batches are the training samples calibration_ids picks, which
+        # the time-to-accuracy race's DDP and one-device arms re-estimate BatchNorm on too
+        picked = calibration_ids(n, 64, seed=3)
+        assert len(set(picked.tolist())) == 64
+        calib = calibration_samples(ray.get(store.calibration.remote(64, 3)), workload)
+        assert calib is not None
+        assert np.array_equal(calib.numpy(), open_data(workload).read("train", picked).x)
     finally:
         ray.kill(store, no_restart=True)
 
@@ -141,6 +154,26 @@ def test_image_only_decoding_finds_is_named_and_not_retried(
     with pytest.raises(ConfigError, match=r"corrupt image .*zzz-broken\.png") as info:
         train(runtime, config, plan)
     assert info.value.field == "data"
+
+
+def _accuracy_as_saved(workload: Workload, frame: bytes) -> float:
+    """The validation accuracy of a checkpoint's weights and buffers, loaded into the model
+    as they are (eval mode, no BatchNorm re-estimation)."""
+    import torch
+
+    from edgewise.nn.workload import build_model, metric_hits
+    from edgewise.wire.frames import to_torch
+
+    model = build_model(workload, seed=0, num_classes=workload.task.num_classes,
+                        input_shape=workload.task.input_shape)
+    tensors = to_torch(decode(frame))
+    model.load_state_dict({k[2:]: v for k, v in tensors.items() if k.startswith("w.")})
+    source = open_data(workload)
+    val = source.read("val", np.arange(source.size("val"), dtype=np.int64))
+    with torch.no_grad():
+        hits = metric_hits(workload.task, model.eval()(torch.from_numpy(val.x)),
+                           torch.from_numpy(val.y))
+    return hits / len(val.y)
 
 
 def _trained_checkpoint(workload: Workload, seed: int) -> bytes:

@@ -18,7 +18,7 @@ from edgewise.nn.workload import DIGITS, Workload, open_data
 from edgewise.nn.workload.sources import Split
 from edgewise.wire.frames import Codec, encode
 
-__all__ = ["CHUNK_BYTES", "DataStore", "chunks"]
+__all__ = ["CHUNK_BYTES", "DataStore", "calibration_ids", "chunks"]
 
 #: Target size of one shipped chunk; far below the transport's 1 GiB decode limit, small
 #: enough that a chunk in flight costs little memory, large enough that framing is cheap.
@@ -39,6 +39,13 @@ def as_workload(dataset: str | Workload) -> Workload:
         raise ValueError(f"unknown dataset {dataset!r}")
     return DIGITS
 
+
+def calibration_ids(n_train: int, samples: int, seed: int) -> NDArray[np.int64]:
+    """The training positions BatchNorm's statistics are re-estimated on before each
+    evaluation: a seeded random ``samples`` of the ``n_train``, sorted (the engine's store
+    and the benchmark's DDP and one-device arms pick the same)."""
+    rng = np.random.default_rng([seed, 0xB7])
+    return np.sort(rng.choice(n_train, size=min(samples, n_train), replace=False)).astype(np.int64)
 
 @ray.remote(max_concurrency=8)  # type: ignore[call-overload]
 class DataStore:
@@ -78,9 +85,7 @@ class DataStore:
     def calibration(self, samples: int, seed: int) -> list[bytes]:
         """A seeded random ``samples`` of the training set as chunk frames: the few batches
         the parameter server re-estimates BatchNorm statistics on."""
-        n = self.source.size("train")
-        rng = np.random.default_rng([seed, 0xB7])
-        picked = np.sort(rng.choice(n, size=min(samples, n), replace=False)).astype(np.int64)
+        picked = calibration_ids(self.source.size("train"), samples, seed)
         return [self._frame("train", part) for part in chunks(picked, self.chunk_samples())]
 
     def shipped(self) -> dict[str, int]:

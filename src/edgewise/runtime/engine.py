@@ -20,6 +20,7 @@ from edgewise.nn.data import shard_indices
 from edgewise.nn.workload import Workload, resolved, validate
 from edgewise.perf.convergence import epochs_to_target
 from edgewise.runtime.datastore import DataStore
+from edgewise.runtime.evaluate import with_statistics
 from edgewise.runtime.health import StrikeLedger
 from edgewise.runtime.launch import (
     Attempt,
@@ -146,6 +147,13 @@ def latest_checkpoint(path: Path | None) -> tuple[int, bytes] | None:
     return int(found[-1].stem.removeprefix("epoch-")) + 1, frame
 
 
+def _measured(out: dict[str, Any]) -> bytes:
+    """The epoch's checkpoint with the BatchNorm statistics its accuracy was measured with
+    (``runtime.evaluate.with_statistics``)."""
+    stats = out.get("statistics")
+    return out["checkpoint"] if stats is None else with_statistics(out["checkpoint"], stats)
+
+
 def _save(path: Path | None, epoch: int, frame: bytes) -> Path | None:
     if path is None:
         return None
@@ -190,8 +198,8 @@ class _Job:
             out |= evaluate_epoch(attempt, self.config.heartbeat_s, self.events)
             wall = time.perf_counter() - t0
             ids = decode(out["applied_ids"]).arrays["ids"].copy()
-            self.checkpoint = out["checkpoint"]
-            self.checkpoint_path = _save(self.checkpoint_dir, epoch, out["checkpoint"])
+            self.checkpoint = _measured(out)
+            self.checkpoint_path = _save(self.checkpoint_dir, epoch, self.checkpoint)
             record = EpochRecord(epoch, out["val_accuracy"], wall, len(ids) / wall,
                                  attempt.plan.workers, ids, stats, out.get("push_seconds", 0.0),
                                  wall / self.runtime.time_dilation, out["staleness_mean"],

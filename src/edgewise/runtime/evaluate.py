@@ -6,6 +6,13 @@ evaluation the statistics are re-estimated on a few training batches for the wei
 evaluated (torch's ``update_bn``: reset, then averaged over the batches), the way SWA
 evaluates its averaged weights. The parameter server and the engine's evaluating worker
 both measure with :func:`validation_metric`.
+
+What an epoch's checkpoint keeps is what was measured: the server that evaluates re-estimates
+its own statistics in place before it checkpoints, and when a worker evaluates, its
+re-estimated statistics replace the server's in the epoch's checkpoint
+(:func:`statistics_frame`, :func:`with_statistics`). The server's running statistics would
+score lower than the reported accuracy while the weights move fast (on MobileNetV2 ×0.35,
+DDP's running statistics read 0.25 for seven epochs where the re-estimated ones read 0.86).
 """
 
 from __future__ import annotations
@@ -15,8 +22,10 @@ import torch
 from edgewise.errors import ConfigError
 from edgewise.nn.workload import TaskSpec, Workload, metric_hits
 from edgewise.runtime.trainstate import read_frames
+from edgewise.wire.frames import decode, encode, to_torch
 
-__all__ = ["EVAL_BATCH", "calibration_samples", "recalibrate_bn", "validation_metric"]
+__all__ = ["EVAL_BATCH", "calibration_samples", "recalibrate_bn", "statistics_frame",
+           "validation_metric", "with_statistics"]
 
 EVAL_BATCH = 256  # samples per forward pass while evaluating
 
@@ -61,3 +70,22 @@ def validation_metric(model: torch.nn.Module, task: TaskSpec, val_x: torch.Tenso
             hits += metric_hits(task, model(val_x[part]), val_y[part])
     model.train()
     return hits / len(val_y) if len(val_y) else float("nan")
+
+
+def statistics_frame(model: torch.nn.Module) -> bytes | None:
+    """``model``'s floating-point buffers (BatchNorm's running statistics) as a frame of
+    ``w.<name>`` tensors, the checkpoint's names; None if it has none."""
+    stats = {f"w.{name}": b.detach() for name, b in model.named_buffers() if b.is_floating_point()}
+    return encode(stats, compression="lz4") if stats else None
+
+
+def with_statistics(checkpoint: bytes, statistics: bytes) -> bytes:
+    """``checkpoint`` (the server's frame) with the tensors of ``statistics`` in place of its
+    own of the same name; its meta kept. A name the checkpoint lacks is a layout mismatch."""
+    base, stats = decode(checkpoint), decode(statistics)
+    tensors = to_torch(base)
+    for name, value in to_torch(stats).items():
+        if name not in tensors or tensors[name].shape != value.shape:
+            raise ValueError(f"the statistics' {name} does not match the checkpoint's layout")
+        tensors[name] = value
+    return encode(tensors, compression="lz4", meta=base.meta)

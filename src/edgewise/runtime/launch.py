@@ -167,9 +167,10 @@ def evaluator_device(runtime: RayRuntime, plan: TrainPlan) -> str:
     return max(plan.workers, key=lambda w: runtime.cluster.device(w).speed)
 
 
-def evaluate_epoch(run: Attempt, heartbeat_s: float, events: Any) -> dict[str, float]:
+def evaluate_epoch(run: Attempt, heartbeat_s: float, events: Any) -> dict[str, Any]:
     """The validation metric of the server's weights, measured by the run's evaluator
-    (``val_accuracy``, ``validation_seconds``); a lost evaluator interrupts the attempt."""
+    (``val_accuracy``, ``validation_seconds``, and the BatchNorm ``statistics`` it measured
+    with, for the checkpoint); a lost evaluator interrupts the attempt."""
     ref = run.workers[run.evaluator].evaluate.remote()
     return dict(await_all(run, {run.evaluator: ref}, heartbeat_s, events)[run.evaluator])
 

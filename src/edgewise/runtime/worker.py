@@ -19,7 +19,7 @@ from edgewise.nn.workload import Workload, build_network, builtin_workload, loss
 from edgewise.runtime.balance import epoch_batches
 from edgewise.runtime.datastore import chunks
 from edgewise.runtime.emulation import emulated_compute
-from edgewise.runtime.evaluate import calibration_samples, validation_metric
+from edgewise.runtime.evaluate import calibration_samples, statistics_frame, validation_metric
 from edgewise.runtime.heartbeat import Heartbeat
 from edgewise.runtime.psplane import LEAVE, PULL, PUSH_ASYNC, PUSH_SYNC, PlaneClient
 from edgewise.runtime.shaping import ByteCounter, ShapedLink
@@ -207,10 +207,11 @@ class Worker:
                     calibration_samples(calibration, self.workload))
         return len(val.y)
 
-    def evaluate(self) -> dict[str, float]:
+    def evaluate(self) -> dict[str, Any]:
         """The validation metric of the server's current weights, measured here at this
-        device's speed (``runtime.evaluate``), and the seconds it took with the transfer.
-        The worker's own weights are replaced; its next epoch pulls them anew."""
+        device's speed (``runtime.evaluate``), the seconds it took with the transfer, and the
+        BatchNorm statistics it was measured with (for the epoch's checkpoint). The
+        worker's own weights are replaced; its next epoch pulls them anew."""
         if self.val is None:
             raise RuntimeError(f"{self.name} is not the run's evaluator")
         t0 = time.perf_counter()
@@ -221,7 +222,8 @@ class Worker:
         self.flat.load_weights(decoded)
         with emulated_compute(self.stretch):
             metric = validation_metric(self.model, self.workload.task, *self.val)
-        return {"val_accuracy": metric, "validation_seconds": time.perf_counter() - t0}
+        return {"val_accuracy": metric, "validation_seconds": time.perf_counter() - t0,
+                "statistics": statistics_frame(self.model)}
 
     def _obey(self) -> None:
         """Freeze while the device is stalled; cut or restore the link to the server."""

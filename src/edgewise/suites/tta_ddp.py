@@ -45,17 +45,16 @@ def _setting(config: dict[str, Any]) -> tuple[Any, Any, Any, Any, Any]:
             torch.from_numpy(val.x), torch.from_numpy(val.y))
 
 
-def _accuracy(model: Any, task: Any, x: Any, y: Any) -> float:
-    import torch
+def _accuracy(model: Any, task: Any, x: Any, y: Any, calib_x: Any) -> float:
+    """The engine's own measurement (``runtime.evaluate.validation_metric``): BatchNorm's
+    statistics re-estimated on ``calib_x``, the training samples the engine's evaluator
+    re-estimates on, then the validation set in eval mode. Evaluating DDP's replica with
+    its running statistics instead would measure the evaluation, not the training: on this
+    workload, the same DDP training read 0.90 two to three epochs later that way
+    (docs/workloads.md)."""
+    from edgewise.runtime.evaluate import validation_metric
 
-    from edgewise.nn.workload import metric_hits
-
-    model.eval()
-    with torch.no_grad():
-        hits = sum(metric_hits(task, model(x[i : i + 256]), y[i : i + 256])
-                   for i in range(0, len(y), 256))
-    model.train()
-    return hits / max(len(y), 1)
+    return validation_metric(model, task, x, y, calib_x)
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,13 +113,16 @@ def _loop(config: dict[str, Any], rank: int, world: int, wrap: Any,
     import torch
 
     from edgewise.nn.workload import build_model, loss
+    from edgewise.runtime.datastore import calibration_ids
     from edgewise.runtime.emulation import emulated_compute
+    from edgewise.runtime.engine import CALIBRATION_SAMPLES
     from edgewise.runtime.ps import epoch_lr
 
     torch.set_num_threads(1)
     device = device or _rank_device(config, rank)
     stretch = float(config["stretch"][device])
     workload, x, y, vx, vy = _setting(config)
+    calib_x = x[calibration_ids(len(y), CALIBRATION_SAMPLES, config["seed"])]
     rng = np.random.default_rng(config["seed"])
     shards = np.array_split(rng.permutation(len(y)), world)
     shard = shards[rank][: min(len(s) for s in shards)]  # equal steps on every rank
@@ -147,7 +149,7 @@ def _loop(config: dict[str, Any], rank: int, world: int, wrap: Any,
         acc = float("nan")
         if device == config["evaluator"]:
             with emulated_compute(stretch):
-                acc = _accuracy(plain, workload.task, vx, vy)
+                acc = _accuracy(plain, workload.task, vx, vy, calib_x)
         curve.append((acc, time.perf_counter() - started))
     return curve
 
