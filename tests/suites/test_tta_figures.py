@@ -122,3 +122,22 @@ def test_the_link_bound_takes_each_workers_own_link_to_the_server() -> None:
     runtime.time_dilation = 2.0  # a testbed shapes each pair at its rate ÷ the dilation
     assert link_bound(runtime, _scaling_run(slow)) == pytest.approx(
         (250 + 1000 + 1000) / 3000, abs=1e-4)
+
+
+def test_running_statistics_readings_give_their_own_time_to_the_target() -> None:
+    """The DDP arm also reads each epoch with its replica's running BatchNorm statistics (as
+    a DDP user evaluating ``model.eval()`` would): their time to the target is reported
+    beside the race's, which is measured as the engine measures."""
+    def ddp(running: list[float]) -> ArmResult:
+        return ArmResult("ray-train-ddp", (0.5, 0.92, 0.95, 0.97), (1.0, 2.0, 3.0, 4.0),
+                         extra={"running_statistics": running})
+
+    runs = [{"ray-train-ddp": ddp([0.25, 0.25, 0.91, 0.97])},   # 3.0, against 2.0
+            {"ray-train-ddp": ddp([0.25, 0.25, 0.5, 0.95])},    # 4.0
+            {"ray-train-ddp": ddp([0.25, 0.25, 0.25, 0.25])}]   # never
+    f = figures_of(runs, 0.9)
+    assert f["tta_device_seconds"]["ray-train-ddp"] == 2.0
+    assert f["tta_device_seconds_running_statistics"] == {"ray-train-ddp": 4.0}
+    # an arm without the readings (the engine's) has no entry; none at all without DDP
+    assert figures_of([{"fair/sync": _arm("fair/sync", [0.95], 1.0)}], 0.9)[
+        "tta_device_seconds_running_statistics"] == {}

@@ -45,16 +45,34 @@ def _setting(config: dict[str, Any]) -> tuple[Any, Any, Any, Any, Any]:
             torch.from_numpy(val.x), torch.from_numpy(val.y))
 
 
-def _accuracy(model: Any, task: Any, x: Any, y: Any, calib_x: Any) -> float:
-    """The engine's own measurement (``runtime.evaluate.validation_metric``): BatchNorm's
-    statistics re-estimated on ``calib_x``, the training samples the engine's evaluator
-    re-estimates on, then the validation set in eval mode. Evaluating DDP's replica with
-    its running statistics instead would measure the evaluation, not the training: on this
-    workload, the same DDP training read 0.90 two to three epochs later that way
+def _evaluate(model: Any, task: Any, val: tuple[Any, Any], calib_x: Any,
+              stretch: float) -> tuple[float, float, float]:
+    """The epoch's accuracy as the engine measures it (``runtime.evaluate.validation_metric``
+    on a copy of ``model``: BatchNorm's statistics re-estimated on ``calib_x``, the training
+    samples the engine's evaluator re-estimates on), at the device's speed; the accuracy
+    with the replica's own running statistics, as a DDP user evaluating ``model.eval()``
+    reads it; and the wall seconds of that second reading, which the epoch does not count.
+    Evaluating with the running statistics alone would measure the evaluation, not the
+    training: the same DDP training read 0.90 one to three epochs later that way
     (docs/workloads.md)."""
-    from edgewise.runtime.evaluate import validation_metric
+    import copy
 
-    return validation_metric(model, task, x, y, calib_x)
+    import torch
+
+    from edgewise.nn.workload import metric_hits
+    from edgewise.runtime.emulation import emulated_compute
+    from edgewise.runtime.evaluate import EVAL_BATCH, validation_metric
+
+    x, y = val
+    with emulated_compute(stretch):
+        measured = validation_metric(copy.deepcopy(model), task, x, y, calib_x)
+    started = time.perf_counter()
+    model.eval()
+    with torch.no_grad():
+        hits = sum(metric_hits(task, model(x[i : i + EVAL_BATCH]), y[i : i + EVAL_BATCH])
+                   for i in range(0, len(y), EVAL_BATCH))
+    model.train()
+    return measured, hits / max(len(y), 1), time.perf_counter() - started
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,10 +124,11 @@ def _rank_device(config: dict[str, Any], rank: int) -> str:
 
 
 def _loop(config: dict[str, Any], rank: int, world: int, wrap: Any,
-          device: str | None = None) -> list[tuple[float, float]]:
+          device: str | None = None) -> list[tuple[float, float, float]]:
     """The training loop every rank runs: its equal shard, batches of BATCH_PER_WORKER; the
-    (accuracy, epoch seconds) of each epoch (accuracy measured by the rank on the evaluator
-    device, NaN on the others). ``device`` is the rank's (default: ``_rank_device``)."""
+    (accuracy, accuracy with running statistics, epoch seconds) of each epoch (accuracies
+    measured by the rank on the evaluator device, NaN on the others; ``_evaluate``).
+    ``device`` is the rank's (default: ``_rank_device``)."""
     import torch
 
     from edgewise.nn.workload import build_model, loss
@@ -146,11 +165,10 @@ def _loop(config: dict[str, Any], rank: int, world: int, wrap: Any,
         # device's speed as the engine's evaluating worker does: the epoch's time counts it
         # on both sides
         plain = getattr(model, "module", model)
-        acc = float("nan")
+        acc, running, uncounted = float("nan"), float("nan"), 0.0
         if device == config["evaluator"]:
-            with emulated_compute(stretch):
-                acc = _accuracy(plain, workload.task, vx, vy, calib_x)
-        curve.append((acc, time.perf_counter() - started))
+            acc, running, uncounted = _evaluate(plain, workload.task, (vx, vy), calib_x, stretch)
+        curve.append((acc, running, time.perf_counter() - started - uncounted))
     return curve
 
 
@@ -163,8 +181,8 @@ def _ddp_worker(config: dict[str, Any]) -> None:
     rank = ctx.get_world_rank()
     device = _rank_device(config, rank)
     curve = _loop(config, rank, ctx.get_world_size(), ray.train.torch.prepare_model, device)
-    metrics = {"accuracies": [a for a, _ in curve], "seconds": [s for _, s in curve],
-               "device": device}
+    metrics = {"accuracies": [a for a, _, _ in curve], "seconds": [s for _, _, s in curve],
+               "running_statistics": [r for _, r, _ in curve], "device": device}
     # Ray Train 2.x keeps no metrics reported without a checkpoint: a file on the driver's
     # host (a testbed's devices share it) from the evaluating rank, and each rank's device
     Path(config["out"]).with_suffix(f".rank{rank}").write_text(device)
@@ -216,6 +234,7 @@ def ray_train_ddp_arm(runtime: RayRuntime, setup: TTASetup, workers: list[str],
     accs, times = curve_of(list(metrics.get("accuracies", [])), seconds)
     return ArmResult("ray-train-ddp", accs, times, deadline_misses=app_misses(apps),
                      extra={"workers": workers, "batch_per_worker": BATCH_PER_WORKER,
+                            "running_statistics": metrics.get("running_statistics", []),
                             "rank_devices": [ranks[r] for r in sorted(ranks)],
                             "evaluator": placement.evaluator})
 
@@ -229,13 +248,14 @@ def single_device_arm(runtime: RayRuntime, setup: TTASetup, device: str) -> ArmR
                                          device, None))
 
     @ray.remote(num_cpus=0)
-    def run() -> list[tuple[float, float]]:
+    def run() -> list[tuple[float, float, float]]:
         return _loop(config, 0, 1, lambda model: model, device)
 
     options = runtime.actor_options(device, 512)
     with apps_running(runtime) as apps:
         curve = ray.get(run.options(**{k: v for k, v in options.items()
                                        if k in ("resources", "scheduling_strategy")}).remote())
-    accs, times = curve_of([a for a, _ in curve], [s / runtime.time_dilation for _, s in curve])
+    accs, times = curve_of([a for a, _, _ in curve],
+                           [s / runtime.time_dilation for _, _, s in curve])
     return ArmResult("single-device", accs, times, deadline_misses=app_misses(apps),
-                     extra={"device": device})
+                     extra={"device": device, "running_statistics": [r for _, r, _ in curve]})

@@ -40,6 +40,14 @@ def _best(values: dict[str, float | None], names: list[str]) -> float | None:
     return min((t for n in names if (t := values.get(n)) is not None), default=None)
 
 
+def _running_tta(arm: ArmResult, target: float) -> float | None:
+    """Device seconds to ``target`` by the arm's readings with its own running BatchNorm
+    statistics (``extra["running_statistics"]``, the DDP and one-device arms), or None."""
+    readings = (arm.extra or {}).get("running_statistics") or []
+    reached = [t for a, t in zip(readings, arm.device_seconds, strict=False) if a >= target]
+    return round(reached[0], 2) if reached else None
+
+
 def figures_of(runs: list[dict[str, ArmResult]], target: float) -> Figures:
     """The race's keys from the arms' curves, over repeated runs (one seed each): every
     figure is the median over the runs of the arm's own figure (a time to accuracy never
@@ -83,6 +91,9 @@ def figures_of(runs: list[dict[str, ArmResult]], target: float) -> Figures:
             "planned_noise_scale"))),
         "epoch_speedup_deep_edge_over_fair": _ratio(_best(epoch, fair), _best(epoch, de)),
         "deadline_misses": misses,
+        "tta_device_seconds_running_statistics": {
+            n: _median(per_run(n, lambda r: _running_tta(r, target)))
+            for n in ("ray-train-ddp", "single-device") if n in arms},
         "curves": {n: [{"device_seconds": [round(t, 2) for t in r.device_seconds],
                         "val_accuracy": [round(a, 4) for a in r.accuracies]}
                        for r in per_run(n, lambda r: r)] for n in arms},
