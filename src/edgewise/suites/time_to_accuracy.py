@@ -20,7 +20,11 @@ testbed where the host can run one (root, ip, tc, cgroups) and emulates elsewher
   rank on the fastest device evaluates, at its device's speed;
 - ``single-device``: a plain PyTorch loop on the fastest worker device alone, batch 32.
 
-Every arm's evaluation is part of its epochs' time, at the speed of the device it runs on.
+Every arm's evaluation is part of its epochs' time, at the speed of the device it runs on,
+and every arm measures alike: BatchNorm's statistics re-estimated on the same training
+samples, then the validation set (``runtime.evaluate``). DDP and the single device also read
+each epoch with their running statistics, outside its time
+(``tta_device_seconds_running_statistics``).
 
 Each arm's time to accuracy is the device seconds until its first epoch at the target (the
 epochs' wall seconds ÷ the time dilation). One run decides little: the engine's runs are not
