@@ -47,6 +47,7 @@ def calibration_ids(n_train: int, samples: int, seed: int) -> NDArray[np.int64]:
     rng = np.random.default_rng([seed, 0xB7])
     return np.sort(rng.choice(n_train, size=min(samples, n_train), replace=False)).astype(np.int64)
 
+
 @ray.remote(max_concurrency=8)  # type: ignore[call-overload]
 class DataStore:
     """Serves chunks of a workload's training set (and its validation set) as transport
