@@ -20,7 +20,6 @@ from edgewise.nn.data import shard_indices
 from edgewise.nn.workload import Workload, resolved, validate
 from edgewise.perf.convergence import epochs_to_target
 from edgewise.runtime.datastore import DataStore
-from edgewise.runtime.evaluate import with_statistics
 from edgewise.runtime.health import StrikeLedger
 from edgewise.runtime.launch import (
     Attempt,
@@ -147,13 +146,6 @@ def latest_checkpoint(path: Path | None) -> tuple[int, bytes] | None:
     return int(found[-1].stem.removeprefix("epoch-")) + 1, frame
 
 
-def _measured(out: dict[str, Any]) -> bytes:
-    """The epoch's checkpoint with the BatchNorm statistics its accuracy was measured with
-    (``runtime.evaluate.with_statistics``)."""
-    stats = out.get("statistics")
-    return out["checkpoint"] if stats is None else with_statistics(out["checkpoint"], stats)
-
-
 def _save(path: Path | None, epoch: int, frame: bytes) -> Path | None:
     if path is None:
         return None
@@ -194,12 +186,14 @@ class _Job:
             ps_get(attempt, attempt.ps.begin_epoch.remote(epoch, list(attempt.workers)))
             futures = {w: h.run_epoch.remote(epoch) for w, h in attempt.workers.items()}
             stats = await_all(attempt, futures, self.config.heartbeat_s, self.events)
-            out = ps_get(attempt, attempt.ps.finish_epoch.remote(evaluate=False))
-            out |= evaluate_epoch(attempt, self.config.heartbeat_s, self.events)
+            # the evaluator measures first: the checkpoint keeps the statistics it measured with
+            measured = evaluate_epoch(attempt, self.config.heartbeat_s, self.events)
+            out = ps_get(attempt, attempt.ps.finish_epoch.remote(
+                evaluate=False, statistics=measured.pop("statistics", None))) | measured
             wall = time.perf_counter() - t0
             ids = decode(out["applied_ids"]).arrays["ids"].copy()
-            self.checkpoint = _measured(out)
-            self.checkpoint_path = _save(self.checkpoint_dir, epoch, self.checkpoint)
+            self.checkpoint = out["checkpoint"]
+            self.checkpoint_path = _save(self.checkpoint_dir, epoch, out["checkpoint"])
             record = EpochRecord(epoch, out["val_accuracy"], wall, len(ids) / wall,
                                  attempt.plan.workers, ids, stats, out.get("push_seconds", 0.0),
                                  wall / self.runtime.time_dilation, out["staleness_mean"],

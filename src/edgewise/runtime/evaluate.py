@@ -8,11 +8,12 @@ evaluates its averaged weights. The parameter server and the engine's evaluating
 both measure with :func:`validation_metric`.
 
 What an epoch's checkpoint keeps is what was measured: the server that evaluates re-estimates
-its own statistics in place before it checkpoints, and when a worker evaluates, its
-re-estimated statistics replace the server's in the epoch's checkpoint
-(:func:`statistics_frame`, :func:`with_statistics`). The server's running statistics would
-score lower than the reported accuracy while the weights move fast (on MobileNetV2 ×0.35,
-DDP's running statistics read 0.25 for seven epochs where the re-estimated ones read 0.86).
+its own statistics in place before it checkpoints, and when a worker evaluates, the server
+takes the worker's re-estimated statistics in place of its own before it checkpoints
+(:func:`statistics_frame`, :func:`load_statistics`). The server's running statistics would
+score lower than the reported accuracy while the weights move fast (docs/workloads.md: on
+MobileNetV2 ×0.35, DDP's running statistics read 0.25 for seven epochs where the
+re-estimated ones read up to 0.86).
 """
 
 from __future__ import annotations
@@ -24,8 +25,8 @@ from edgewise.nn.workload import TaskSpec, Workload, metric_hits
 from edgewise.runtime.trainstate import read_frames
 from edgewise.wire.frames import decode, encode, to_torch
 
-__all__ = ["EVAL_BATCH", "calibration_samples", "recalibrate_bn", "statistics_frame",
-           "validation_metric", "with_statistics"]
+__all__ = ["EVAL_BATCH", "calibration_samples", "load_statistics", "recalibrate_bn",
+           "statistics_frame", "validation_metric"]
 
 EVAL_BATCH = 256  # samples per forward pass while evaluating
 
@@ -79,13 +80,12 @@ def statistics_frame(model: torch.nn.Module) -> bytes | None:
     return encode(stats, compression="lz4") if stats else None
 
 
-def with_statistics(checkpoint: bytes, statistics: bytes) -> bytes:
-    """``checkpoint`` (the server's frame) with the tensors of ``statistics`` in place of its
-    own of the same name; its meta kept. A name the checkpoint lacks is a layout mismatch."""
-    base, stats = decode(checkpoint), decode(statistics)
-    tensors = to_torch(base)
-    for name, value in to_torch(stats).items():
-        if name not in tensors or tensors[name].shape != value.shape:
-            raise ValueError(f"the statistics' {name} does not match the checkpoint's layout")
-        tensors[name] = value
-    return encode(tensors, compression="lz4", meta=base.meta)
+def load_statistics(model: torch.nn.Module, statistics: bytes) -> None:
+    """Copy the tensors of a :func:`statistics_frame` into ``model``'s buffers of the same
+    name, in place; a name or shape the model lacks is a layout mismatch."""
+    buffers = {f"w.{name}": b for name, b in model.named_buffers()}
+    with torch.no_grad():
+        for name, value in to_torch(decode(statistics)).items():
+            if name not in buffers or buffers[name].shape != value.shape:
+                raise ValueError(f"the statistics' {name} does not match the model's layout")
+            buffers[name].copy_(value)

@@ -16,7 +16,7 @@ from edgewise.nn.models import make_optimizer
 from edgewise.nn.workload import Workload, build_model, builtin_workload
 from edgewise.runtime.asyncapply import StaleApplier
 from edgewise.runtime.emulation import emulated_compute
-from edgewise.runtime.evaluate import calibration_samples, validation_metric
+from edgewise.runtime.evaluate import calibration_samples, load_statistics, validation_metric
 from edgewise.runtime.noise_scale import NoiseScale, adam_divisor, grad_sq
 from edgewise.runtime.psplane import Endpoint
 from edgewise.runtime.psserve import PlaneServer
@@ -301,11 +301,16 @@ class ParameterServer:
     def progress(self) -> tuple[int, int]:
         return self.epoch, self.samples_this_epoch
 
-    def finish_epoch(self, evaluate: bool = True) -> dict[str, Any]:
+    def finish_epoch(self, evaluate: bool = True,
+                     statistics: bytes | None = None) -> dict[str, Any]:
         """Checkpoint (weights and momentum) at an epoch's end, and the validation metric
-        measured here (NaN with ``evaluate=False``: the engine measures it on a worker)."""
+        measured here (NaN with ``evaluate=False``: the engine measures it on a worker, and
+        passes the BatchNorm ``statistics`` it measured with, which the server takes in place
+        of its own, as evaluating here re-estimates them in place)."""
         with self.lock:
             t0 = time.perf_counter()
+            if statistics is not None:
+                load_statistics(self.model, statistics)
             with emulated_compute(self.stretch):
                 accuracy = self._accuracy() if evaluate else float("nan")
             state = self._checkpoint()

@@ -57,22 +57,15 @@ def _evaluate(model: Any, task: Any, val: tuple[Any, Any], calib_x: Any,
     (docs/workloads.md)."""
     import copy
 
-    import torch
-
-    from edgewise.nn.workload import metric_hits
     from edgewise.runtime.emulation import emulated_compute
-    from edgewise.runtime.evaluate import EVAL_BATCH, validation_metric
+    from edgewise.runtime.evaluate import validation_metric
 
     x, y = val
     with emulated_compute(stretch):
         measured = validation_metric(copy.deepcopy(model), task, x, y, calib_x)
     started = time.perf_counter()
-    model.eval()
-    with torch.no_grad():
-        hits = sum(metric_hits(task, model(x[i : i + EVAL_BATCH]), y[i : i + EVAL_BATCH])
-                   for i in range(0, len(y), EVAL_BATCH))
-    model.train()
-    return measured, hits / max(len(y), 1), time.perf_counter() - started
+    running = validation_metric(model, task, x, y, None)  # no calibration data: as it is
+    return measured, running, time.perf_counter() - started
 
 
 @dataclass(frozen=True, slots=True)
