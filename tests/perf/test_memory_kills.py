@@ -1,6 +1,7 @@
 """Reading the kernel's OOM kills of a memory cgroup: the counter's file format (v1 and v2),
 the reason a lost member is given, and a real cgroup with a 64 MB limit in which the
-kernel ends a process that takes 256 MB (root and a memory controller needed)."""
+kernel ends a process that takes 256 MB (root and a memory controller needed); the same
+cgroup's peak, limit and limit hits (a pipeline stage's memory on a testbed node)."""
 
 from __future__ import annotations
 
@@ -81,3 +82,42 @@ def test_the_kernel_ending_a_process_at_the_limit_is_counted(
     after = _run_in(cgroups, rel, READ)
     assert after.returncode == 0, after.stderr
     assert after.stdout.split() == ["1", "64.0"]
+
+
+PEAK = ("from edgewise.perf.limits import memory_peak; b = b'x' * (32 * 2**20); "
+        "p = memory_peak(); print(p.peak_bytes, p.limit_bytes, p.limit_hits)")
+
+
+def test_a_cgroups_peak_counts_what_its_processes_took(
+        small_cgroup: tuple[Cgroups, str]) -> None:
+    cgroups, rel = small_cgroup
+    took = _run_in(cgroups, rel, PEAK)
+    assert took.returncode == 0, took.stderr
+    peak, limit, hits = map(int, took.stdout.split())
+    assert 32 * 2**20 <= peak <= limit == 64 * 2**20
+    assert hits == 0  # it never met the limit
+    assert _run_in(cgroups, rel, HOG).returncode == -9
+    again = _run_in(cgroups, rel, PEAK)
+    peak, limit, hits = map(int, again.stdout.split())
+    assert peak == limit and hits > 0  # the hog met it
+
+
+
+RESET = ("from edgewise.perf.limits import memory_peak, process_peak_bytes, reset_memory_peaks; "
+         "b = b'x' * (40 * 2**20); before = (memory_peak().peak_bytes, process_peak_bytes()); "
+         "del b; done = reset_memory_peaks(); "
+         "print(*before, done, memory_peak().peak_bytes, process_peak_bytes())")
+
+
+def test_peaks_start_afresh_for_the_next_member_of_a_process(
+        small_cgroup: tuple[Cgroups, str]) -> None:
+    # a vessel hosts one member after another: the next one's peaks must not be the last's
+    cgroups, rel = small_cgroup
+    ran = _run_in(cgroups, rel, RESET)
+    assert ran.returncode == 0, ran.stderr
+    node_before, process_before, done, node_after, process_after = ran.stdout.split()
+    assert int(node_before) >= 40 * 2**20 and int(process_before) >= 40 * 2**20
+    assert done == "True" or cgroups.version == 2  # v2's peak resets per file handle only
+    if done == "True":
+        assert int(node_after) < 40 * 2**20
+    assert int(process_after) < 40 * 2**20

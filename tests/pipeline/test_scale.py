@@ -27,6 +27,7 @@ from edgewise.pipeline.scale import (
     cluster_problem,
     profile_gflops,
     serve,
+    stage_peak,
     whole_model_outputs,
     window_for,
 )
@@ -179,9 +180,10 @@ def test_the_run_json_counts_results_delivered_twice_apart_from_dropped_copies()
         outcome = SimpleNamespace(throughput_rps=10.0, transfer_s=(0.01, 0.02),
                                   compute_s=(0.1, 0.05), return_s=0.03)
         return SimpleNamespace(run=run, busy=Busy((0.5, 0.2), (0.1, 0.6), 0.3),
-                               peak_bytes=(1, 1), device_bytes=(4, 4), window=6,
+                               peak_bytes=(3, 1), device_bytes=(4, 4), window=6,
                                max_abs_diff=0.0, outcome=outcome, steady_rps=5.0,
-                               span=(1, 2, False))
+                               span=(1, 2, False), peak_sources=("cgroup", "process"),
+                               rss_bytes=(2, 1), limit_hits=(5, -1))
 
     setup: Any = SimpleNamespace(runtime=SimpleNamespace(time_dilation=1.0), links="file",
                                  model=SimpleNamespace(example=np.zeros((2, 3, 4, 4))))
@@ -198,7 +200,20 @@ def test_the_run_json_counts_results_delivered_twice_apart_from_dropped_copies()
     assert [(st["planned_compute_s"], st["planned_link_s"]) for st in once["stages"]] == [
         (0.1, 0.02), (0.05, 0.03)]
     assert once["dispatcher_link_busy_fraction"] == 0.3
+    # a stage on a memory-limited node is set beside its device by the node's cgroup
+    assert [(st["peak_memory_bytes"], st["peak_memory_ratio"], st["peak_memory_source"],
+             st["peak_rss_bytes"], st.get("cgroup_limit_hits")) for st in once["stages"]] == [
+        (3, 0.75, "cgroup", 2, 5), (1, 0.25, "process", 1, None)]
     assert once["planned_dispatcher_link_s"] == 0.01 and once["busiest_fraction"] == 0.6
+
+
+def test_a_stage_peak_is_the_larger_of_its_process_and_its_nodes_cgroup() -> None:
+    assert stage_peak({"peak_rss_bytes": 7.0}) == (7, "process")
+    assert stage_peak({"peak_rss_bytes": 7.0, "cgroup_peak_bytes": 9.0,
+                       "cgroup_limit_bytes": 16.0}) == (9, "cgroup")
+    assert stage_peak({"peak_rss_bytes": 12.0, "cgroup_peak_bytes": 9.0,
+                       "cgroup_limit_bytes": 16.0}) == (12, "process")
+    assert stage_peak({}) == (0, "process")
 
 
 def test_busy_fractions_count_compute_and_each_links_bits_over_its_rate() -> None:

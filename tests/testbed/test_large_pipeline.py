@@ -1,6 +1,7 @@
 """An 8-node testbed (root) serving a small transformer of the ViT-Large class, each stage
 loading only its slice from the weight shards: every request answered once, in order,
-equal to the whole model."""
+equal to the whole model; each stage's memory read from its node's cgroup, whose limit is
+its device's memory."""
 
 from __future__ import annotations
 
@@ -52,3 +53,9 @@ def test_a_small_transformer_over_seven_stages_answers_every_request_once(
     assert done.max_abs_diff <= 1e-4
     sizes = {k: v.numel() for k, v in lm.reference().named_parameters()}
     assert sum(t["parameters"] for t in done.run.stage_timings) == sum(sizes.values())
+    two_gb = 2048 * 2**20
+    assert [t.get("cgroup_limit_bytes") for t in done.run.stage_timings] == [two_gb] * 7
+    assert all(t["cgroup_limit_hits"] == 0 and 0 < t["cgroup_peak_bytes"] < two_gb
+               for t in done.run.stage_timings)
+    assert all(0 < p < d == two_gb for p, d in zip(done.peak_bytes, done.device_bytes,
+                                                     strict=True))

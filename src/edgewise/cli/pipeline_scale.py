@@ -52,8 +52,12 @@ def _table(figures: dict[str, object]) -> Table:
     span = (f"steady span: {results}" if figures["steady_span_full"] else
             f"no steady span ({results}: {figures['requests']} requests are "
             f"fewer than 3 windows of {figures['window']}; these fractions are rough)")
+    where = {st.get("peak_memory_source", "process") for st in stages}
+    peak = "the larger of the stage's process and its node's cgroup" if "cgroup" in where \
+        else "the stage's process"
     table.caption = (f"{span}; busy sending: the stage's outgoing link; the dispatcher's "
-                     f"link {_fraction(figures.get('dispatcher_link_busy_fraction'))}")
+                     f"link {_fraction(figures.get('dispatcher_link_busy_fraction'))}; "
+                     f"peak MB: {peak}")
     return table
 
 

@@ -8,13 +8,15 @@ quota rather than the host's cores. Anywhere else (no quota) the host is the mac
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["CgroupDevice", "CpuMeter", "MemoryKills", "cgroup_device", "memory_kills",
+__all__ = ["CgroupDevice", "CpuMeter", "MemoryKills", "MemoryPeak", "cgroup_device",
+           "memory_kills", "memory_peak", "process_peak_bytes", "reset_memory_peaks",
            "usable_cores"]
 
 _UNLIMITED_BYTES = 2**60
@@ -194,3 +196,76 @@ def memory_kills() -> MemoryKills | None:
         return None
     limited = limit != "max" and int(limit) < _UNLIMITED_BYTES
     return MemoryKills(kills, int(limit) / 2**20 if limited else None)
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryPeak:
+    """The high-water mark of this process's memory cgroup (every process in it: on a
+    testbed node, the node's Ray processes too; page cache included, as the kernel charges
+    it), the cgroup's limit, and how often its usage met that limit (v1 ``memory.failcnt``,
+    v2 ``memory.events``' ``max``: the kernel then reclaimed, or the OOM killer ran)."""
+
+    peak_bytes: int
+    limit_bytes: int
+    limit_hits: int
+
+
+_PEAK_FILES = (("memory", "memory.max_usage_in_bytes", "memory.limit_in_bytes"),
+               ("unified", "memory.peak", "memory.max"))
+
+
+def _limit_hits(here: Path, controller: str) -> int:
+    if controller == "memory":
+        return int(_read(here / "memory.failcnt") or 0)
+    events = _read(here / "memory.events") or ""
+    return next((int(v) for k, _, v in (ln.partition(" ") for ln in events.splitlines())
+                 if k == "max"), 0)
+
+
+def memory_peak() -> MemoryPeak | None:
+    """This process's memory cgroup's peak, limit and limit hits, or None where it has no
+    limit below the host's memory or no peak to read (cgroup v2 before Linux 5.19)."""
+    try:
+        mounts, own = _mounts(), _own_paths()
+        for controller, peak_file, limit_file in _PEAK_FILES:
+            if controller not in own or controller not in mounts:
+                continue
+            here = _here(mounts, own, controller)
+            peak, limit = _read(here / peak_file), _read(here / limit_file) or "max"
+            if peak is None or limit == "max" or int(limit) >= _UNLIMITED_BYTES:
+                return None
+            return MemoryPeak(int(peak), int(limit), _limit_hits(here, controller))
+    except (OSError, ValueError):
+        return None
+    return None
+
+
+def process_peak_bytes() -> int:
+    """This process's peak resident memory since it started or since
+    :func:`reset_memory_peaks` (``VmHWM``). ``getrusage``'s ``ru_maxrss`` is not reset: a
+    process that hosts one member after another (a vessel) would report its earlier
+    members' peaks."""
+    for line in (_read(Path("/proc/self/status")) or "").splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) * 1024  # kB
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # KiB on Linux
+
+
+def reset_memory_peaks() -> bool:
+    """Start this process's peak resident memory afresh (``/proc/self/clear_refs``) and its
+    memory cgroup's (v1: ``memory.max_usage_in_bytes`` written 0; needs write access to the
+    cgroup, which a testbed node's processes have). True when the cgroup's was reset:
+    only then is :func:`memory_peak` this process's to report (a cgroup v2 peak is reset
+    only for the file handle that wrote it, Linux 6.12+)."""
+    with contextlib.suppress(OSError):
+        Path("/proc/self/clear_refs").write_text("5")
+    try:
+        mounts, own = _mounts(), _own_paths()
+        if "memory" not in own or "memory" not in mounts:
+            return False
+        (_here(mounts, own, "memory") / "memory.max_usage_in_bytes").write_text("0")
+    except (OSError, ValueError):
+        return False
+    return True

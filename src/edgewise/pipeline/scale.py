@@ -31,7 +31,7 @@ from edgewise.runtime.slice_profile import MIN_SECONDS, time_slice
 
 __all__ = ["RESERVE_MB", "STEADY_WINDOWS", "WINDOW_PER_STAGE", "Busy", "ScaleRun",
            "cluster_problem", "hop_rates_bps", "point_example", "profile_gflops", "serve",
-           "steady_requests", "steady_span", "whole_model_outputs", "window_for"]
+           "stage_peak", "steady_requests", "steady_span", "whole_model_outputs", "window_for"]
 
 RESERVE_MB = 512
 """Memory a stage's process needs besides its slice (Python, torch, Ray's worker): the
@@ -161,10 +161,11 @@ def hop_rates_bps(problem: PipelineProblem, plan: PipelinePlan) -> tuple[float, 
 class ScaleRun:
     """One plan served: the simulated outcome, the run, the window, the largest output
     difference to the whole model, the steady-state busy fractions of its stages and
-    links (:class:`Busy`), per stage its peak memory (process RSS) and its device's
-    memory; ``steady_rps``: results per second while the pipeline is full; ``span``: the
-    results that bound that span (:func:`steady_span`) and whether it leaves out both the
-    fill and the drain."""
+    links (:class:`Busy`), per stage its peak memory (:func:`stage_peak`) and its device's
+    memory, which reading that peak is, its process's peak RSS and how often its node's
+    memory cgroup met its limit (-1: the stage ran in none); ``steady_rps``: results per
+    second while the pipeline is full; ``span``: the results that bound that span
+    (:func:`steady_span`) and whether it leaves out both the fill and the drain."""
 
     outcome: PipelineOutcome
     run: PipelineRun
@@ -175,6 +176,21 @@ class ScaleRun:
     device_bytes: tuple[int, ...]
     steady_rps: float
     span: tuple[int, int, bool]
+    peak_sources: tuple[str, ...] = ()
+    rss_bytes: tuple[int, ...] = ()
+    limit_hits: tuple[int, ...] = ()
+
+
+def stage_peak(timing: Mapping[str, float]) -> tuple[int, str]:
+    """A stage's peak memory to set beside its device's, and which reading it is: the
+    larger of its process's peak resident memory and, where the stage runs in a cgroup
+    with a memory limit (a testbed node), that cgroup's peak. The cgroup counts the
+    node's other processes (Ray's raylet and idle workers); the process counts the weight
+    shards it maps, whose pages the kernel charges to whoever first read them (on one host,
+    the driver that wrote the shards), not to the node."""
+    rss = int(timing.get("peak_rss_bytes", 0))
+    node = int(timing.get("cgroup_peak_bytes", 0))
+    return (node, "cgroup") if node > rss else (rss, "process")
 
 
 STEADY_WINDOWS = 3
@@ -270,10 +286,12 @@ def serve(runtime: RayRuntime, lm: LargeModel, problem: PipelineProblem, plan: P
     diff = max((float(np.max(np.abs(got - want))) for got, want in
                 zip(run.outputs, reference, strict=True)), default=0.0)
     devices = [runtime.cluster.device(problem.nodes[i]) for i in plan.nodes]
+    peaks = [stage_peak(t) for t in run.stage_timings]
     return ScaleRun(outcome, run, window, diff, steady.busy(),
+                    tuple(b for b, _ in peaks), tuple(d.memory_mb * 2**20 for d in devices),
+                    steady.rate(), steady.span(span), tuple(w for _, w in peaks),
                     tuple(int(t.get("peak_rss_bytes", 0)) for t in run.stage_timings),
-                    tuple(d.memory_mb * 2**20 for d in devices), steady.rate(),
-                    steady.span(span))
+                    tuple(int(t.get("cgroup_limit_hits", -1)) for t in run.stage_timings))
 
 
 @torch.no_grad()

@@ -105,6 +105,21 @@ def plan_on(s: ScaleSetup, count: int, policy: str, seed: int = 0
     return problem, get_policy(policy)(problem, np.random.default_rng(seed))
 
 
+def _memory(done: ScaleRun, k: int) -> dict[str, Any]:
+    """Stage ``k``'s peak memory beside its device's (``scale.stage_peak``: its process's
+    or its node's cgroup's, the larger), its process's, and on a memory-limited node how
+    often the node met its limit."""
+    out: dict[str, Any] = {
+        "peak_memory_bytes": done.peak_bytes[k], "device_memory_bytes": done.device_bytes[k],
+        "peak_memory_ratio": round(done.peak_bytes[k] / done.device_bytes[k], 4)}
+    if k < len(done.peak_sources):
+        out |= {"peak_memory_source": done.peak_sources[k],
+                "peak_rss_bytes": done.rss_bytes[k]}
+        if k < len(done.limit_hits) and done.limit_hits[k] >= 0:
+            out["cgroup_limit_hits"] = done.limit_hits[k]
+    return out
+
+
 def run_json(s: ScaleSetup, problem: PipelineProblem, plan: PipelinePlan,
              done: ScaleRun) -> dict[str, Any]:
     """One served plan as JSON: the plan, the links it used, the measured against the
@@ -127,8 +142,7 @@ def run_json(s: ScaleSetup, problem: PipelineProblem, plan: PipelinePlan,
             "link_busy_fraction": busy.link[k] if measured else None,
             "planned_compute_s": round(out.compute_s[k], 6),
             "planned_link_s": round(planned_link[k], 6),
-            "peak_memory_bytes": done.peak_bytes[k], "device_memory_bytes": done.device_bytes[k],
-            "peak_memory_ratio": round(done.peak_bytes[k] / done.device_bytes[k], 4)})
+            **_memory(done, k)})
     bound = done.outcome.throughput_rps
     micro_batch = int(s.model.example.shape[0])
     return {

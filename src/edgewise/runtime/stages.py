@@ -3,7 +3,6 @@ forwards its output over a shaped link, and the dispatcher's IO endpoint."""
 
 from __future__ import annotations
 
-import resource
 import threading
 import time
 from typing import Any
@@ -14,6 +13,7 @@ from torch import nn
 
 from edgewise.cluster.model import Link
 from edgewise.nn.slices import SliceWeights, load_slice
+from edgewise.perf.limits import memory_peak, process_peak_bytes, reset_memory_peaks
 from edgewise.runtime.emulation import emulated_compute
 from edgewise.runtime.shaping import ByteCounter, ShapedLink
 from edgewise.runtime.transport import carry
@@ -77,6 +77,7 @@ class StageActor(_Hop):
                  weights: bytes | SliceWeights, stretch: float, codec: ActivationCodec) -> None:
         torch.set_num_threads(1)
         self.name, self.device, self.stretch, self.codec = name, device, stretch, codec
+        self.node_peak_reset = reset_memory_peaks()  # this stage's peaks, not its vessel's
         self.module = load_slice(skeleton, weights) if isinstance(weights, SliceWeights) \
             else materialize(skeleton, weights)
         self._init_hop()
@@ -97,11 +98,20 @@ class StageActor(_Hop):
     @ray.method(concurrency_group="control")
     def timing(self) -> dict[str, float]:
         """Frames processed, the wall seconds spent computing them, the partition's
-        parameters, and the process's peak resident memory (its high-water mark)."""
-        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # KiB on Linux
+        parameters, the process's peak resident memory since this stage began (its
+        high-water mark, reset when it was built: a vessel's process hosts one member after
+        another) and, where the process runs in a memory-limited cgroup whose peak it could
+        reset then (a testbed node), that cgroup's peak, limit and limit hits
+        (``perf.limits.memory_peak``)."""
+        peak = process_peak_bytes()
+        node = memory_peak() if self.node_peak_reset else None
+        cgroup = {} if node is None else {
+            "cgroup_peak_bytes": float(node.peak_bytes),
+            "cgroup_limit_bytes": float(node.limit_bytes),
+            "cgroup_limit_hits": float(node.limit_hits)}
         return {"processed": float(self.processed), "compute_s": self.compute_s,
                 "parameters": float(sum(p.numel() for p in self.module.parameters())),
-                "peak_rss_bytes": float(peak)}
+                "peak_rss_bytes": float(peak)} | cgroup
 
     @ray.method(concurrency_group="data")
     def process(self, frame: bytes) -> None:
