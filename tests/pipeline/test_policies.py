@@ -121,6 +121,15 @@ def test_infeasible_raises(problem: PipelineProblem, name: str) -> None:
         get_policy(name)(problem, np.random.default_rng(0))
 
 
+@pytest.mark.parametrize("name", ["exact", "pipeedge", "bottleneck-search"])
+def test_a_model_too_big_for_the_devices_is_refused_naming_bytes_and_device(name: str) -> None:
+    with pytest.raises(InfeasibleError, match=r"fits 1 device .*needs 12 B; device 'n0' has 10 B"):
+        get_policy(name)(_tiny((10,), (6, 6)), np.random.default_rng(0))
+    with pytest.raises(InfeasibleError, match=r"needs 30 B; the devices have 20 B together, "
+                                              r"the largest \('n0'\) 10 B"):
+        get_policy(name)(_tiny((10, 10), (10, 10, 10)), np.random.default_rng(0))
+
+
 def test_heterogeneous_memory_puts_the_big_partition_on_the_big_node() -> None:
     problem = _tiny((5, 20, 5), (5, 15, 5))
     for name in ("exact", *HEURISTICS):

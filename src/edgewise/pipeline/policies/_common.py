@@ -12,7 +12,7 @@ from edgewise.errors import InfeasibleError
 from edgewise.pipeline.problem import PipelinePlan, PipelineProblem, bottleneck_s
 
 __all__ = ["Budget", "SearchBudgetExceeded", "Tables", "feasible_path", "interchangeable",
-           "make_plan", "matchable", "objective", "parts_needed", "tables"]
+           "make_plan", "matchable", "no_split", "objective", "parts_needed", "tables"]
 
 Array = NDArray[np.float64]
 Path = tuple[tuple[int, ...], tuple[int, ...]]
@@ -43,6 +43,22 @@ def make_plan(problem: PipelineProblem, cuts: Sequence[int], nodes: Sequence[int
     """A plan whose ``bottleneck_s`` is :func:`objective` of its cuts and nodes."""
     c, n = tuple(int(x) for x in cuts), tuple(int(x) for x in nodes)
     return PipelinePlan(c, n, objective(problem, c, n), policy)
+
+
+def no_split(problem: PipelineProblem) -> InfeasibleError:
+    """The error of a policy that found no split: the model's memory beside the devices',
+    so that a model too big for the devices given names what it needs and what they
+    have (and otherwise, that the split, not the sum, does not fit)."""
+    chain, memory = problem.chain, problem.memory_bytes
+    k = int(np.argmax(memory))
+    n = len(problem.nodes)
+    devices = f"{n} device" if n == 1 else f"{n} distinct devices"
+    return InfeasibleError(
+        f"no split of {chain.name!r} fits {devices} over finite links: it needs "
+        f"{sum(chain.memory_bytes):,} B; " + (
+            f"device {problem.nodes[k]!r} has {memory[k]:,} B" if n == 1 else
+            f"the devices have {sum(memory):,} B together, the largest "
+            f"({problem.nodes[k]!r}) {memory[k]:,} B"))
 
 
 @dataclass(frozen=True, slots=True, eq=False)

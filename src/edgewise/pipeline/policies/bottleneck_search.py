@@ -20,6 +20,7 @@ from edgewise.pipeline.policies._common import (
     Tables,
     feasible_path,
     make_plan,
+    no_split,
     tables,
 )
 from edgewise.pipeline.policies.joint_greedy import joint_greedy
@@ -123,7 +124,6 @@ def bottleneck_search(problem: PipelineProblem, rng: np.random.Generator, *,
         with contextlib.suppress(InfeasibleError):
             plans.append(seifer(problem, rng))
     if not plans:
-        raise InfeasibleError(f"no split of {problem.chain.name!r} fits distinct nodes "
-                              "over finite links")
+        raise no_split(problem)
     top = min(plans, key=lambda p: p.bottleneck_s)  # first wins ties: the search's own
     return make_plan(problem, top.cuts, top.nodes, "bottleneck-search")

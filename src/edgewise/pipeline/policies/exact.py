@@ -8,9 +8,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from edgewise.errors import ConfigError, InfeasibleError
+from edgewise.errors import ConfigError
 from edgewise.pipeline.policies import register
-from edgewise.pipeline.policies._common import Tables, make_plan, tables
+from edgewise.pipeline.policies._common import Tables, make_plan, no_split, tables
 from edgewise.pipeline.problem import PipelinePlan, PipelineProblem
 
 __all__ = ["MAX_EXACT_NODES", "exact", "theorem1_lower_bound"]
@@ -98,6 +98,5 @@ def exact(problem: PipelineProblem, rng: np.random.Generator) -> PipelinePlan:
     search = _BranchAndBound(tables(problem))
     search.branch(0, 0, 0, 0.0)
     if search.plan is None:
-        raise InfeasibleError(f"no split of {problem.chain.name!r} fits distinct nodes of "
-                              f"{len(problem.nodes)} over finite links")
+        raise no_split(problem)
     return make_plan(problem, search.plan[0], search.plan[1], "exact")

@@ -10,9 +10,9 @@ from typing import Any
 
 import numpy as np
 
-from edgewise.errors import ConfigError, InfeasibleError
+from edgewise.errors import ConfigError
 from edgewise.pipeline.policies import register
-from edgewise.pipeline.policies._common import Tables, make_plan, tables
+from edgewise.pipeline.policies._common import Tables, make_plan, no_split, tables
 from edgewise.pipeline.problem import PipelinePlan, PipelineProblem
 
 __all__ = ["device_types", "pipeedge"]
@@ -174,8 +174,7 @@ def pipeedge(problem: PipelineProblem, rng: np.random.Generator, *,
     ty = _types(problem, max_states)
     best, stages = _program(t, ty)
     if not np.isfinite(best):
-        raise InfeasibleError(f"no split of {problem.chain.name!r} fits distinct devices of "
-                              f"{len(problem.nodes)} over finite links")
+        raise no_split(problem)
     taken = [0] * ty.n
     nodes = []
     for _, u in stages:
