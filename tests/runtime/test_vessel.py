@@ -6,9 +6,12 @@ free once it ends; other actors on the device find an idle vessel's reservation 
 
 from __future__ import annotations
 
+import gc
 import threading
 import time
+import weakref
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
@@ -85,6 +88,34 @@ def test_a_member_released_before_its_build_ran_is_never_installed() -> None:
         v.call("t1", "nap", 0.0)  # type: ignore[attr-defined]
     v.become("t2", (__name__, "Stoppable"), ("next",), {})  # type: ignore[attr-defined]
     assert v.call("t2", "nap", 0.0) == "next"  # type: ignore[attr-defined]
+
+
+class _Cyclic:
+    """A member's argument in a reference cycle, as a graph module and its graph are."""
+
+    def __init__(self) -> None:
+        self.me = self
+
+
+def test_a_released_members_arguments_are_collected_even_when_its_import_was_new(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A member whose class's module the vessel had not imported yet: its arguments,
+    alive while it is built, must not be frozen out of the garbage collector with the
+    modules (the first pipeline stage a vessel hosted kept its model for good)."""
+    (tmp_path / "ew_fresh_member.py").write_text(
+        "class Holder:\n    def __init__(self, model):\n        self.model = model\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    v = _plain_vessel()
+    model = _Cyclic()
+    alive = weakref.ref(model)
+    try:
+        v.become("t1", ("ew_fresh_member", "Holder"), (model,), {})  # type: ignore[attr-defined]
+        del model
+        assert v.release("t1") is True  # type: ignore[attr-defined]
+        assert alive() is None
+        assert gc.get_freeze_count() > 0  # the modules were frozen at the release
+    finally:
+        gc.unfreeze()
 
 
 def test_a_vessel_with_a_call_still_running_is_not_clean() -> None:
