@@ -105,19 +105,20 @@ def test_a_cgroups_peak_counts_what_its_processes_took(
 
 RESET = ("from edgewise.perf.limits import memory_peak, process_peak_bytes, reset_memory_peaks; "
          "b = b'x' * (40 * 2**20); before = (memory_peak().peak_bytes, process_peak_bytes()); "
-         "del b; done = reset_memory_peaks(); "
-         "print(*before, done, memory_peak().peak_bytes, process_peak_bytes())")
+         "del b; done = reset_memory_peaks(); after = memory_peak(); "
+         "print(*before, done, after.peak_bytes, process_peak_bytes(), after.limit_hits)")
 
 
 def test_peaks_start_afresh_for_the_next_member_of_a_process(
         small_cgroup: tuple[Cgroups, str]) -> None:
     # a vessel hosts one member after another: the next one's peaks must not be the last's
     cgroups, rel = small_cgroup
+    assert _run_in(cgroups, rel, HOG).returncode == -9  # an earlier member met the limit
     ran = _run_in(cgroups, rel, RESET)
     assert ran.returncode == 0, ran.stderr
-    node_before, process_before, done, node_after, process_after = ran.stdout.split()
+    node_before, process_before, done, node_after, process_after, hits = ran.stdout.split()
     assert int(node_before) >= 40 * 2**20 and int(process_before) >= 40 * 2**20
     assert done == "True" or cgroups.version == 2  # v2's peak resets per file handle only
     if done == "True":
-        assert int(node_after) < 40 * 2**20
+        assert int(node_after) < 40 * 2**20 and hits == "0"
     assert int(process_after) < 40 * 2**20

@@ -255,7 +255,8 @@ def process_peak_bytes() -> int:
 
 def reset_memory_peaks() -> bool:
     """Start this process's peak resident memory afresh (``/proc/self/clear_refs``) and its
-    memory cgroup's (v1: ``memory.max_usage_in_bytes`` written 0; needs write access to the
+    memory cgroup's peak and limit hits (v1: ``memory.max_usage_in_bytes`` and
+    ``memory.failcnt`` written 0; needs write access to the
     cgroup, which a testbed node's processes have), only where that cgroup has a memory
     limit: a host's own cgroups are left alone. True when the cgroup's was reset: only
     then is :func:`memory_peak` this process's to report (a cgroup v2 peak is reset only
@@ -266,7 +267,9 @@ def reset_memory_peaks() -> bool:
         mounts, own = _mounts(), _own_paths()
         if "memory" not in own or "memory" not in mounts or memory_peak() is None:
             return False
-        (_here(mounts, own, "memory") / "memory.max_usage_in_bytes").write_text("0")
+        here = _here(mounts, own, "memory")
+        (here / "memory.max_usage_in_bytes").write_text("0")
+        (here / "memory.failcnt").write_text("0")
     except (OSError, ValueError):
         return False
     return True
