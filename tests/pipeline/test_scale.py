@@ -176,14 +176,15 @@ def test_the_run_json_counts_results_delivered_twice_apart_from_dropped_copies()
     def done(ids: list[int], dropped: int) -> Any:
         run = SimpleNamespace(outputs=[np.zeros(1)] * len(ids), request_ids=ids,
                               duplicates=dropped, restarts=1, throughput_rps=5.0,
-                              stage_timings=[{"parameters": 3}, {"parameters": 4}])
+                              stage_timings=[{"parameters": 3, "peak_rss_bytes": 2,
+                                              "cgroup_peak_bytes": 3, "cgroup_limit_hits": 5},
+                                             {"parameters": 4, "peak_rss_bytes": 1}])
         outcome = SimpleNamespace(throughput_rps=10.0, transfer_s=(0.01, 0.02),
                                   compute_s=(0.1, 0.05), return_s=0.03)
         return SimpleNamespace(run=run, busy=Busy((0.5, 0.2), (0.1, 0.6), 0.3),
                                peak_bytes=(3, 1), device_bytes=(4, 4), window=6,
                                max_abs_diff=0.0, outcome=outcome, steady_rps=5.0,
-                               span=(1, 2, False), peak_sources=("cgroup", "process"),
-                               rss_bytes=(2, 1), limit_hits=(5, -1))
+                               span=(1, 2, False))
 
     setup: Any = SimpleNamespace(runtime=SimpleNamespace(time_dilation=1.0), links="file",
                                  model=SimpleNamespace(example=np.zeros((2, 3, 4, 4))))

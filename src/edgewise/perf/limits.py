@@ -171,13 +171,27 @@ def oom_kill_count(text: str) -> int | None:
     return None
 
 
-def _memory_files(mounts: dict[str, Path], own: dict[str, str]) -> tuple[Path, Path] | None:
-    """(the OOM counter's file, the limit's file) of this process's memory cgroup."""
-    for controller, counter, limit in (("memory", "memory.oom_control", "memory.limit_in_bytes"),
-                                       ("unified", "memory.events", "memory.max")):
+@dataclass(frozen=True, slots=True)
+class _MemoryDir:
+    """This process's memory cgroup directory, v1 (``memory`` controller) or v2."""
+
+    here: Path
+    v1: bool
+
+    def file(self, v1_name: str, v2_name: str) -> Path:
+        return self.here / (v1_name if self.v1 else v2_name)
+
+    def limit_bytes(self) -> int | None:
+        """The cgroup's memory limit, or None where it has none below the host's memory."""
+        limit = _read(self.file("memory.limit_in_bytes", "memory.max")) or "max"
+        return None if limit == "max" or int(limit) >= _UNLIMITED_BYTES else int(limit)
+
+
+def _memory_dir() -> _MemoryDir | None:
+    mounts, own = _mounts(), _own_paths()
+    for controller in ("memory", "unified"):
         if controller in own and controller in mounts:
-            here = _here(mounts, own, controller)
-            return here / counter, here / limit
+            return _MemoryDir(_here(mounts, own, controller), controller == "memory")
     return None
 
 
@@ -186,16 +200,15 @@ def memory_kills() -> MemoryKills | None:
     cannot be read (no memory controller, or a kernel that does not count). A process
     that runs on a device's node reads the device's (a testbed node's cgroup)."""
     try:
-        files = _memory_files(_mounts(), _own_paths())
-        text = _read(files[0]) if files is not None else None
+        found = _memory_dir()
+        text = _read(found.file("memory.oom_control", "memory.events")) if found else None
         kills = oom_kill_count(text) if text is not None else None
-        limit = (_read(files[1]) or "max") if files is not None else "max"
+        limit = found.limit_bytes() if found is not None else None
     except (OSError, ValueError):
         return None
     if kills is None:  # no memory controller, or a kernel that does not count
         return None
-    limited = limit != "max" and int(limit) < _UNLIMITED_BYTES
-    return MemoryKills(kills, int(limit) / 2**20 if limited else None)
+    return MemoryKills(kills, limit / 2**20 if limit is not None else None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -210,34 +223,28 @@ class MemoryPeak:
     limit_hits: int
 
 
-_PEAK_FILES = (("memory", "memory.max_usage_in_bytes", "memory.limit_in_bytes"),
-               ("unified", "memory.peak", "memory.max"))
-
-
-def _limit_hits(here: Path, controller: str) -> int:
-    if controller == "memory":
-        return int(_read(here / "memory.failcnt") or 0)
-    events = _read(here / "memory.events") or ""
+def _limit_hits(found: _MemoryDir) -> int:
+    if found.v1:
+        return int(_read(found.here / "memory.failcnt") or 0)
+    events = _read(found.here / "memory.events") or ""
     return next((int(v) for k, _, v in (ln.partition(" ") for ln in events.splitlines())
                  if k == "max"), 0)
 
 
-def memory_peak() -> MemoryPeak | None:
+def memory_peak(found: _MemoryDir | None = None) -> MemoryPeak | None:
     """This process's memory cgroup's peak, limit and limit hits, or None where it has no
     limit below the host's memory or no peak to read (cgroup v2 before Linux 5.19)."""
     try:
-        mounts, own = _mounts(), _own_paths()
-        for controller, peak_file, limit_file in _PEAK_FILES:
-            if controller not in own or controller not in mounts:
-                continue
-            here = _here(mounts, own, controller)
-            peak, limit = _read(here / peak_file), _read(here / limit_file) or "max"
-            if peak is None or limit == "max" or int(limit) >= _UNLIMITED_BYTES:
-                return None
-            return MemoryPeak(int(peak), int(limit), _limit_hits(here, controller))
+        found = found or _memory_dir()
+        if found is None:
+            return None
+        peak = _read(found.file("memory.max_usage_in_bytes", "memory.peak"))
+        limit = found.limit_bytes()
+        if peak is None or limit is None:
+            return None
+        return MemoryPeak(int(peak), limit, _limit_hits(found))
     except (OSError, ValueError):
         return None
-    return None
 
 
 def process_peak_bytes() -> int:
@@ -264,12 +271,11 @@ def reset_memory_peaks() -> bool:
     with contextlib.suppress(OSError):
         Path("/proc/self/clear_refs").write_text("5")
     try:
-        mounts, own = _mounts(), _own_paths()
-        if "memory" not in own or "memory" not in mounts or memory_peak() is None:
+        found = _memory_dir()
+        if found is None or not found.v1 or memory_peak(found) is None:
             return False
-        here = _here(mounts, own, "memory")
-        (here / "memory.max_usage_in_bytes").write_text("0")
-        (here / "memory.failcnt").write_text("0")
+        (found.here / "memory.max_usage_in_bytes").write_text("0")
+        (found.here / "memory.failcnt").write_text("0")
     except (OSError, ValueError):
         return False
     return True

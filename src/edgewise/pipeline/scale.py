@@ -161,11 +161,10 @@ def hop_rates_bps(problem: PipelineProblem, plan: PipelinePlan) -> tuple[float, 
 class ScaleRun:
     """One plan served: the simulated outcome, the run, the window, the largest output
     difference to the whole model, the steady-state busy fractions of its stages and
-    links (:class:`Busy`), per stage its peak memory (:func:`stage_peak`) and its device's
-    memory, which reading that peak is, its process's peak RSS and how often its node's
-    memory cgroup met its limit (-1: the stage ran in none); ``steady_rps``: results per
-    second while the pipeline is full; ``span``: the results that bound that span
-    (:func:`steady_span`) and whether it leaves out both the fill and the drain."""
+    links (:class:`Busy`), per stage its peak memory (:func:`stage_peak` of its timing)
+    and its device's memory; ``steady_rps``: results per second while the pipeline is
+    full; ``span``: the results that bound that span (:func:`steady_span`) and whether it
+    leaves out both the fill and the drain."""
 
     outcome: PipelineOutcome
     run: PipelineRun
@@ -176,9 +175,6 @@ class ScaleRun:
     device_bytes: tuple[int, ...]
     steady_rps: float
     span: tuple[int, int, bool]
-    peak_sources: tuple[str, ...] = ()
-    rss_bytes: tuple[int, ...] = ()
-    limit_hits: tuple[int, ...] = ()
 
 
 def stage_peak(timing: Mapping[str, float]) -> tuple[int, str]:
@@ -286,12 +282,10 @@ def serve(runtime: RayRuntime, lm: LargeModel, problem: PipelineProblem, plan: P
     diff = max((float(np.max(np.abs(got - want))) for got, want in
                 zip(run.outputs, reference, strict=True)), default=0.0)
     devices = [runtime.cluster.device(problem.nodes[i]) for i in plan.nodes]
-    peaks = [stage_peak(t) for t in run.stage_timings]
     return ScaleRun(outcome, run, window, diff, steady.busy(),
-                    tuple(b for b, _ in peaks), tuple(d.memory_mb * 2**20 for d in devices),
-                    steady.rate(), steady.span(span), tuple(w for _, w in peaks),
-                    tuple(int(t.get("peak_rss_bytes", 0)) for t in run.stage_timings),
-                    tuple(int(t.get("cgroup_limit_hits", -1)) for t in run.stage_timings))
+                    tuple(stage_peak(t)[0] for t in run.stage_timings),
+                    tuple(d.memory_mb * 2**20 for d in devices), steady.rate(),
+                    steady.span(span))
 
 
 @torch.no_grad()

@@ -17,7 +17,7 @@ from edgewise.errors import ConfigError
 from edgewise.nn.large import LargeModel, large_spec, prepare
 from edgewise.pipeline.policies import get_policy
 from edgewise.pipeline.problem import PipelinePlan, PipelineProblem
-from edgewise.pipeline.scale import ScaleRun, cluster_problem, profile_gflops
+from edgewise.pipeline.scale import ScaleRun, cluster_problem, profile_gflops, stage_peak
 from edgewise.runtime.probe import measure_link_matrix
 from edgewise.runtime.ray_cluster import RayRuntime
 
@@ -105,18 +105,18 @@ def plan_on(s: ScaleSetup, count: int, policy: str, seed: int = 0
     return problem, get_policy(policy)(problem, np.random.default_rng(seed))
 
 
-def _memory(done: ScaleRun, k: int) -> dict[str, Any]:
+def _memory(done: ScaleRun, k: int, timing: dict[str, float]) -> dict[str, Any]:
     """Stage ``k``'s peak memory beside its device's (``scale.stage_peak``: its process's
-    or its node's cgroup's, the larger), its process's, and on a memory-limited node how
-    often the node met its limit."""
+    or its node's cgroup's, the larger), which of the two that is, its process's, and on a
+    memory-limited node how often the node met its limit; from the stage's ``timing``."""
     out: dict[str, Any] = {
         "peak_memory_bytes": done.peak_bytes[k], "device_memory_bytes": done.device_bytes[k],
         "peak_memory_ratio": round(done.peak_bytes[k] / done.device_bytes[k], 4)}
-    if k < len(done.peak_sources):
-        out |= {"peak_memory_source": done.peak_sources[k],
-                "peak_rss_bytes": done.rss_bytes[k]}
-        if k < len(done.limit_hits) and done.limit_hits[k] >= 0:
-            out["cgroup_limit_hits"] = done.limit_hits[k]
+    if timing:
+        out |= {"peak_memory_source": stage_peak(timing)[1],
+                "peak_rss_bytes": int(timing.get("peak_rss_bytes", 0))}
+    if "cgroup_limit_hits" in timing:
+        out["cgroup_limit_hits"] = int(timing["cgroup_limit_hits"])
     return out
 
 
@@ -142,7 +142,7 @@ def run_json(s: ScaleSetup, problem: PipelineProblem, plan: PipelinePlan,
             "link_busy_fraction": busy.link[k] if measured else None,
             "planned_compute_s": round(out.compute_s[k], 6),
             "planned_link_s": round(planned_link[k], 6),
-            **_memory(done, k)})
+            **_memory(done, k, timing)})
     bound = done.outcome.throughput_rps
     micro_batch = int(s.model.example.shape[0])
     return {
