@@ -13,6 +13,7 @@ from edgewise.runtime.balance import balanced_steps, epoch_batches, lr_scale
 from edgewise.runtime.staleness import (
     StalenessLedger,
     Treatment,
+    VersionSnapshots,
     delay_compensated,
     gap_penalised,
     implicit_momentum,
@@ -152,3 +153,19 @@ def test_balanced_steps_never_exceed_the_smallest_shard() -> None:
     assert balanced.steps == 3 and balanced.batch_sizes == {"a": 334, "b": 1}
     assert lr_scale("sgd", 2, 1003 / 3) == pytest.approx(1003 / 6)
     assert lr_scale("adam", 100, 400) == pytest.approx(2.0)
+
+
+def test_snapshots_keep_the_two_versions_an_overlapping_worker_may_push_on() -> None:
+    """A worker that computes while its push is answered pushes on the version before its
+    latest: both stay kept for it, the one before them is dropped once no one holds it."""
+    snaps = VersionSnapshots()
+    for version in (0, 1, 2):
+        snaps.hand_out("a", version, {"p.w": torch.full((2,), float(version))})
+    assert snaps.of(0) is None
+    assert float(snaps.of(1)["p.w"][0]) == 1.0 and float(snaps.of(2)["p.w"][0]) == 2.0  # type: ignore[index]
+    snaps.hand_out("b", 1, {"p.w": torch.zeros(2)})  # b gets version 1: kept, not re-copied
+    snaps.hand_out("a", 3, {"p.w": torch.full((2,), 3.0)})
+    assert snaps.of(1) is not None and snaps.of(2) is not None and snaps.of(3) is not None
+    snaps.hand_out("b", 4, {"p.w": torch.full((2,), 4.0)})
+    snaps.hand_out("b", 5, {"p.w": torch.full((2,), 5.0)})
+    assert snaps.of(1) is None and sorted(snaps.weights) == [2, 3, 4, 5]

@@ -106,6 +106,23 @@ def test_a_resumed_job_trains_only_the_epochs_after_its_checkpoint(
         f"epoch-000{k}.ewt" for k in range(5)]
 
 
+@pytest.mark.parametrize("transport", ["socket", "ray"])
+def test_an_overlapped_push_is_one_version_stale_and_loses_no_sample(
+        runtime: RayRuntime, transport: str) -> None:
+    """One worker alone, ``async`` with overlap: it computes each batch while the server
+    answers the previous push, so every update but an epoch's first is exactly one server
+    version old (alone and waiting, each would be 0), and every sample is still trained
+    once an epoch; over the data plane and as Ray calls alike."""
+    plan = equal_plan(runtime.cluster, len(TRAIN_IDS), exclude=frozenset({"nano-1", "nano-2"}))
+    steps = -(-len(TRAIN_IDS) // 32)
+    result = train(runtime, _quiet(mode="async", epochs=1, overlap=True,
+                                   ps_transport=transport), plan)
+    _assert_each_sample_once(result)
+    (record,) = result.epochs
+    assert record.staleness_max == 1
+    assert record.staleness_mean == pytest.approx((steps - 1) / steps)
+
+
 def test_sync_training_with_unequal_shards_takes_balanced_steps(runtime: RayRuntime) -> None:
     plan = equal_plan(runtime.cluster, len(TRAIN_IDS))
     shards = {"nano-0": 700, "nano-1": 500, "nano-2": 237}

@@ -119,6 +119,7 @@ class MemberSpec:
     epochs: int = 1
     treatment: Treatment = field(default_factory=Treatment)
     ps_transport: str = "socket"  # the workers' pushes and pulls (TrainConfig.ps_transport)
+    overlap: bool = False  # workers compute the next batch while the server answers
 
     @staticmethod
     def of(config: TrainConfig, workload: Workload | None = None) -> MemberSpec:
@@ -128,7 +129,8 @@ class MemberSpec:
         return MemberSpec(workload or config.resolved_workload(), config.seed,
                           config.optimizer, config.learning_rate, config.momentum,
                           config.compression, config.worker_memory_mb, config.heartbeat_s,
-                          config.lr_schedule, config.epochs, treatment, config.ps_transport)
+                          config.lr_schedule, config.epochs, treatment, config.ps_transport,
+                          config.overlap and config.mode == "async")
 
 
 def start_ps(runtime: RayRuntime, spec: MemberSpec, device: str, name: str,
@@ -156,7 +158,7 @@ def start_worker(runtime: RayRuntime, spec: MemberSpec, device: str, name: str, 
         Worker, options, name, device, spec.model, spec.seed, batch_size,
         runtime.stretch[device], runtime.cluster.device(device).memory_mb, ps, ps_link,
         store_link, monitor, spec.heartbeat_s, sync, spec.compression, steps,
-        spec.ps_transport)
+        spec.ps_transport, spec.overlap)
 
 
 def evaluator_device(runtime: RayRuntime, plan: TrainPlan) -> str:

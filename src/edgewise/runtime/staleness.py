@@ -135,19 +135,24 @@ class StalenessLedger:
 
 
 class VersionSnapshots:
-    """The weights of each version some worker is computing on (DC-ASGD and gap-aware
-    need them); a version no worker holds is dropped."""
+    """The weights of each version some worker may be computing on (DC-ASGD and gap-aware
+    need them): the last two handed to each worker, since an overlapping worker
+    (``TrainConfig.overlap``) pushes a gradient of the version before its latest; a
+    version no worker may still compute on is dropped."""
+
+    HELD_PER_WORKER = 2
 
     def __init__(self) -> None:
         self.weights: dict[int, dict[str, torch.Tensor]] = {}
-        self.holder: dict[str, int] = {}
+        self.holder: dict[str, tuple[int, ...]] = {}
 
     def hand_out(self, worker: str, version: int, flats: Mapping[str, torch.Tensor]) -> None:
         """``worker`` now computes on ``version``, whose weights are ``flats``."""
         if version not in self.weights:
             self.weights[version] = {k: v.detach().clone() for k, v in flats.items()}
-        self.holder[worker] = version
-        held = set(self.holder.values())
+        held_by = (*self.holder.get(worker, ()), version)
+        self.holder[worker] = held_by[-self.HELD_PER_WORKER:]
+        held = {v for versions in self.holder.values() for v in versions}
         for v in [v for v in self.weights if v not in held]:
             del self.weights[v]
 

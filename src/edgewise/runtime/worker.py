@@ -46,10 +46,13 @@ class Worker:
     def __init__(self, name: str, device: str, model: str | Workload, seed: int, batch_size: int,
                  stretch: float, memory_cap_mb: int, ps: Any, ps_link: Link,
                  store_link: Link, monitor: Any, heartbeat_s: float, sync: bool,
-                 compression: str = "lz4", steps: int = 0, transport: str = "socket") -> None:
+                 compression: str = "lz4", steps: int = 0, transport: str = "socket",
+                 overlap: bool = False) -> None:
         torch.set_num_threads(1)
         self.name, self.device, self.seed, self.batch = name, device, seed, batch_size
         self.stretch, self.memory_cap_mb, self.sync = stretch, memory_cap_mb, sync
+        # computes the next batch while the server answers this one (asynchronous only)
+        self.overlap = overlap and not sync
         self.ps, self.compression = ps, compression
         self.transport = transport  # "socket": runtime.psplane; "ray": an actor call a batch
         self.plane: PlaneClient | None = None
@@ -166,7 +169,9 @@ class Worker:
     def run_epoch(self, epoch: int) -> dict[str, float]:
         """Train every sample of the shard once; returns the epoch's timings: compute per
         sample, and per batch the whole update and its parts (encoding the push, waiting
-        for the server's reply, loading the weights it returned)."""
+        for the server's reply, loading the weights it returned). With ``overlap`` a batch's
+        push goes out before the previous push's weights are loaded, so the server works
+        on it while the worker computes the next batch (one version staler)."""
         # seeded by the device, not the member's name (which carries the job's id and
         # attempt): a job run again with the same seed trains on the same batches
         rng = np.random.default_rng([self.seed, epoch, _name_seed(self.device)])
@@ -175,22 +180,31 @@ class Worker:
         spent = dict.fromkeys(("compute", "update", "encode", "wait", "load"), 0.0)
         self._load_weights(self._pull())
         batches = epoch_batches(order, self.batch, self.steps)
+        sent: tuple[Any] | None = None  # the push whose reply is outstanding (overlap)
         for step, index in enumerate(batches):
             self._obey()
             t0 = time.perf_counter()
             self._gradients(index)
             t1 = time.perf_counter()
-            reply = self._push(step, index)
+            frame = self._reply(sent[0]) if sent is not None else None
             t2 = time.perf_counter()
-            frame = self._reply(reply)
+            reply = self._push(step, index)  # based on the weights the gradients used
             t3 = time.perf_counter()
-            self._load_weights(frame)
+            if self.overlap:
+                sent = (reply,)
+            else:
+                frame = self._reply(reply)
             t4 = time.perf_counter()
-            for key, seconds in (("compute", t1 - t0), ("update", t4 - t1), ("encode", t2 - t1),
-                                 ("wait", t3 - t2), ("load", t4 - t3)):
+            if frame is not None:
+                self._load_weights(frame)
+            t5 = time.perf_counter()
+            for key, seconds in (("compute", t1 - t0), ("update", t5 - t1), ("encode", t3 - t2),
+                                 ("wait", t2 - t1 + t4 - t3), ("load", t5 - t4)):
                 spent[key] += seconds
             if step % _RSS_CHECK_EVERY == 0:
                 self._check_memory()
+        if sent is not None:
+            self._load_weights(self._reply(sent[0]))
         self._leave()  # sync steps and SSP stop waiting for it
         n, count = len(order), max(len(batches), 1)
         return {"samples": float(n), "steps": float(len(batches)),
