@@ -91,13 +91,17 @@ def test_the_goodput_arm_takes_fair_syncs_measured_noise_scale_or_says_why_not()
         assert raised.value.field == "--arms"
 
 
-def _scaling_run(wire_per_sample: dict[str, float]) -> dict[str, object]:
+def _scaling_run(wire_per_sample: dict[str, float], received: float = 0.5
+                 ) -> dict[str, object]:
     """A three-Nano scaling run's figures: each worker 1,000 samples/s alone, 479 samples
-    trained together, moving ``wire_per_sample`` bytes each."""
+    trained together, moving ``wire_per_sample`` bytes each, ``received`` of them the
+    server's replies."""
     return {"samples_per_second_alone": dict.fromkeys(wire_per_sample, 1000.0),
             "samples_by_worker": dict.fromkeys(wire_per_sample, 479),
             "transport_wire_bytes_by_worker": {w: round(b * 479)
-                                               for w, b in wire_per_sample.items()}}
+                                               for w, b in wire_per_sample.items()},
+            "transport_wire_bytes_received_by_worker": {
+                w: round(b * 479 * received) for w, b in wire_per_sample.items()}}
 
 
 def test_the_link_bound_takes_each_workers_own_link_to_the_server() -> None:
@@ -122,6 +126,12 @@ def test_the_link_bound_takes_each_workers_own_link_to_the_server() -> None:
     runtime.time_dilation = 2.0  # a testbed shapes each pair at its rate ÷ the dilation
     assert link_bound(runtime, _scaling_run(slow)) == pytest.approx(
         (250 + 1000 + 1000) / 3000, abs=1e-4)
+    # and each direction apart: the busier direction's bytes alone (half, or 60 %, of
+    # nano-0's 250 KB a sample) set its rate, not both directions' sum
+    assert link_bound(runtime, _scaling_run(slow), duplex=True) == pytest.approx(
+        (500 + 1000 + 1000) / 3000, abs=1e-4)
+    assert link_bound(runtime, _scaling_run(slow, received=0.4), duplex=True) == pytest.approx(
+        (62_500 / 150_000 * 1000 + 1000 + 1000) / 3000, abs=1e-4)
 
 
 def test_running_statistics_readings_give_their_own_time_to_the_target() -> None:

@@ -146,6 +146,8 @@ def runtime_figures(runtime: RayRuntime, *, epochs: int = 8, solo_epochs: int = 
         "transport_wire_bytes": sum(t["wire_bytes"] for t in together.transport_bytes.values()),
         "transport_wire_bytes_by_worker": {w: t["wire_bytes"]
                                            for w, t in together.transport_bytes.items()},
+        "transport_wire_bytes_received_by_worker": {
+            w: t.get("wire_bytes_received", 0) for w, t in together.transport_bytes.items()},
         "samples_by_worker": {w: sum(int(r.worker_stats[w]["samples"]) for r in together.epochs
                                      if w in r.worker_stats) for w in workers},
         **where_time_went(together),

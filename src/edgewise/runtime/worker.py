@@ -65,7 +65,8 @@ class Worker:
         self.flat = FlatState(self.model)
         self.ps_link, self.store_link = ShapedLink(ps_link), ShapedLink(store_link)
         self.ps_peer = ps_link.b if ps_link.a == device else ps_link.a
-        self.counter = ByteCounter()
+        self.counter = ByteCounter()  # both directions
+        self.received = ByteCounter()  # the server's replies and pulls alone
         self.process = psutil.Process(os.getpid())
         self.hb = Heartbeat(monitor, name, "worker", device, heartbeat_s)
         self.x = torch.zeros(0)
@@ -92,6 +93,7 @@ class Worker:
         decoded = decode(frame_view(frame))
         raw = sum(a.nbytes for a in decoded.arrays.values())
         carry(self.ps_link, len(frame), self.counter, raw_bytes=raw)
+        self.received.record(self.ps_link.key, raw_bytes=raw, wire_bytes=len(frame))
         self.flat.load_weights(decoded)
         self.version = int(decoded.meta.get("updates", 0))
 
@@ -248,10 +250,12 @@ class Worker:
             self.ps_link.restore()
 
     def bytes_sent(self) -> dict[str, int]:
-        """Raw and on-the-wire bytes this worker sent and received, in total."""
+        """Raw and on-the-wire bytes this worker sent and received, in total, and the wire
+        bytes of the weights it received from the server (``wire_bytes_received``)."""
         total = self.counter.snapshot().total
         return {"frames": total.frames, "raw_bytes": total.raw_bytes,
-                "wire_bytes": total.wire_bytes}
+                "wire_bytes": total.wire_bytes,
+                "wire_bytes_received": self.received.snapshot().total.wire_bytes}
 
     def stop(self) -> None:
         self.hb.stop()
