@@ -151,3 +151,16 @@ def test_running_statistics_readings_give_their_own_time_to_the_target() -> None
     # an arm without the readings (the engine's) has no entry; none at all without DDP
     assert figures_of([{"fair/sync": _arm("fair/sync", [0.95], 1.0)}], 0.9)[
         "tta_device_seconds_running_statistics"] == {}
+
+
+def test_the_scaling_figure_is_the_median_runs_with_every_run_beside_it() -> None:
+    from edgewise.suites.time_to_accuracy import median_scaling
+
+    runs = [{"ps_scaling_efficiency_3_workers": e, "ps_scaling_link_bound": b}
+            for e, b in ((0.885, 1.0), (0.472, 0.9), (0.687, 0.8))]
+    assert median_scaling(runs) == {"ps_scaling_efficiency_3_workers": 0.687,
+                                    "ps_scaling_link_bound": 0.8,
+                                    "ps_scaling_efficiency_runs": [0.885, 0.472, 0.687]}
+    # an even count takes the lower middle run; one run is itself
+    assert median_scaling(runs[:2])["ps_scaling_efficiency_3_workers"] == 0.472
+    assert median_scaling(runs[:1])["ps_scaling_efficiency_runs"] == [0.885]
