@@ -45,8 +45,8 @@ class TrainConfig:
     overlap: bool = False
     """The ``async`` loop computes a worker's next batch while the server answers its push
     (the gradient one server version staler; ``async-paper`` and ``sync`` never do). Off by
-    default: in the time-to-accuracy race it shortened the asynchronous epochs by a tenth
-    to a fifth and cost more in accuracy (docs/runtime.md, "Overlapped pushes")."""
+    default: in the time-to-accuracy race it shortened the asynchronous epochs by 7-18 %
+    and cost more in accuracy (docs/runtime.md, "Overlapped pushes")."""
     ps_transport: Literal["socket", "ray"] = "socket"
     """How workers push and pull every batch: over a TCP connection each to the server's
     data plane (``runtime.psplane``), or as Ray actor calls (about 20 times the server's CPU

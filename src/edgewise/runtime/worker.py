@@ -51,8 +51,9 @@ class Worker:
         torch.set_num_threads(1)
         self.name, self.device, self.seed, self.batch = name, device, seed, batch_size
         self.stretch, self.memory_cap_mb, self.sync = stretch, memory_cap_mb, sync
-        # computes the next batch while the server answers this one (asynchronous only)
-        self.overlap = overlap and not sync
+        # computes the next batch while the server answers this one (MemberSpec.of sets it
+        # for the ``async`` loop alone)
+        self.overlap = overlap
         self.ps, self.compression = ps, compression
         self.transport = transport  # "socket": runtime.psplane; "ray": an actor call a batch
         self.plane: PlaneClient | None = None
@@ -182,19 +183,18 @@ class Worker:
         spent = dict.fromkeys(("compute", "update", "encode", "wait", "load"), 0.0)
         self._load_weights(self._pull())
         batches = epoch_batches(order, self.batch, self.steps)
-        sent: tuple[Any] | None = None  # the push whose reply is outstanding (overlap)
+        pending, reply = False, None  # overlap: the last push, its reply not yet read
         for step, index in enumerate(batches):
             self._obey()
             t0 = time.perf_counter()
             self._gradients(index)
             t1 = time.perf_counter()
-            frame = self._reply(sent[0]) if sent is not None else None
+            frame = self._reply(reply) if pending else None
             t2 = time.perf_counter()
             reply = self._push(step, index)  # based on the weights the gradients used
             t3 = time.perf_counter()
-            if self.overlap:
-                sent = (reply,)
-            else:
+            pending = self.overlap
+            if not pending:
                 frame = self._reply(reply)
             t4 = time.perf_counter()
             if frame is not None:
@@ -205,8 +205,8 @@ class Worker:
                 spent[key] += seconds
             if step % _RSS_CHECK_EVERY == 0:
                 self._check_memory()
-        if sent is not None:
-            self._load_weights(self._reply(sent[0]))
+        if pending:
+            self._load_weights(self._reply(reply))
         self._leave()  # sync steps and SSP stop waiting for it
         n, count = len(order), max(len(batches), 1)
         return {"samples": float(n), "steps": float(len(batches)),
