@@ -116,3 +116,40 @@ def test_lz4_is_skipped_only_where_it_cannot_pay() -> None:
     assert codec_for(sparse, "lz4") == "lz4"
     assert codec_for(torch.randn(100), "lz4") == "lz4"  # small tensors are not probed
     assert codec_for(sparse, "none") == "none"
+
+
+@pytest.mark.parametrize("wire", ["bfloat16", "float16"])
+def test_half_precision_frames_carry_the_rounded_values_in_half_the_bytes(wire: str) -> None:
+    """A half-precision wire: the worker holds the server's weights rounded once to the
+    wire dtype, the server reads the worker's gradients rounded once, both widened to
+    float32; buffers and ids arrive exactly; the parameters' bytes are halved."""
+    server, worker = FlatState(_model(0), wire), FlatState(_model(1), wire)  # type: ignore[arg-type]
+    full = FlatState(_model(0))
+    half = getattr(torch, wire)
+    worker.load_weights(server.weights_frame("none", {}))
+    for (_, a), (_, b) in zip(worker.params, server.params, strict=True):
+        assert a.dtype == torch.float32
+        assert torch.equal(a, b.detach().to(half).float())
+    for (_, a), (_, b) in zip(worker.buffers, server.buffers, strict=True):
+        assert torch.equal(a, b)
+    _backward(worker, seed=7)
+    pushed = server.read_push(worker.gradients_frame(np.arange(5), "none"))
+    sent = worker.grads["p.float32"]
+    assert pushed.flats["p.float32"].dtype == torch.float32
+    assert torch.equal(pushed.flats["p.float32"], sent.to(half).float())
+    assert not torch.equal(pushed.flats["p.float32"], sent)  # it did travel narrowed
+    assert pushed.ids.tolist() == [0, 1, 2, 3, 4]
+    params = sum(t.numel() for k, t in server.flats.items() if k.startswith("p."))
+    saved = len(full.weights_frame("none", {})) - len(server.weights_frame("none", {}))
+    assert saved == pytest.approx(2 * params, abs=64)
+
+
+def test_an_unknown_wire_dtype_is_refused() -> None:
+    from edgewise.errors import ConfigError
+    from edgewise.runtime.plan import TrainConfig
+
+    with pytest.raises(TransportError, match="wire dtype"):
+        FlatState(_model(0), "int8")  # type: ignore[arg-type]
+    with pytest.raises(ConfigError) as caught:
+        TrainConfig(wire_dtype="float64")  # type: ignore[arg-type]
+    assert caught.value.field == "wire_dtype"

@@ -1,4 +1,5 @@
-"""The training loop's flags (``--mode``, ``--target-accuracy``) and the time-to-accuracy line
+"""The training loop's flags (``--mode``, ``--target-accuracy``, ``--wire-dtype``) and the
+time-to-accuracy line
 that ``train`` and ``update run`` print after a run."""
 
 from __future__ import annotations
@@ -8,8 +9,9 @@ import typer
 from edgewise.errors import ConfigError
 from edgewise.runtime.engine import TrainResult
 from edgewise.runtime.loops import DEFAULT_MODE, MODES, Mode
+from edgewise.wire.frames import WIRE_DTYPES, WireDtype
 
-__all__ = ["ModeOpt", "TargetOpt", "checked_mode", "reached_line"]
+__all__ = ["ModeOpt", "TargetOpt", "WireOpt", "checked_mode", "checked_wire", "reached_line"]
 
 ModeOpt = typer.Option(
     DEFAULT_MODE, "--mode",
@@ -20,6 +22,21 @@ ModeOpt = typer.Option(
 TargetOpt = typer.Option(0.0, "--target-accuracy", min=0.0, max=1.0,
                          help="stop once validation accuracy reaches this, and say when "
                               "(0: off)")
+
+WireOpt = typer.Option(
+    "float32", "--wire-dtype",
+    help="what weights and gradients travel as between the parameter server and its "
+         "workers: float32 (as they are), bfloat16 or float16 (half the bytes; the server "
+         "keeps float32 weights)")
+
+
+def checked_wire(wire: str) -> WireDtype:
+    """``wire`` if it names a wire dtype; ConfigError naming ``--wire-dtype`` otherwise."""
+    for known in WIRE_DTYPES:
+        if wire == known:
+            return known
+    raise ConfigError(f"must be one of {', '.join(WIRE_DTYPES)}, got {wire!r}",
+                      field="--wire-dtype")
 
 
 def checked_mode(mode: str) -> Mode:

@@ -8,7 +8,14 @@ from typing import Annotated, Any
 import typer
 
 from edgewise.cli.common import Address, err, out, state_dir, user_errors
-from edgewise.cli.loop_opts import ModeOpt, TargetOpt, checked_mode, reached_line
+from edgewise.cli.loop_opts import (
+    ModeOpt,
+    TargetOpt,
+    WireOpt,
+    checked_mode,
+    checked_wire,
+    reached_line,
+)
 from edgewise.cli.progress import TrainingProgress
 from edgewise.cli.render import cluster_table, result_table
 from edgewise.cli.stages import stage
@@ -85,11 +92,13 @@ def train_command(
                                          "model and data, docs/workloads.md); default: the "
                                          "digits CNN"),
     target_accuracy: float = TargetOpt,
+    wire_dtype: str = WireOpt,
 ) -> None:
     """Run a real data-parallel model update (the digits CNN, or --workload) with equal
     shards; report each epoch's accuracy, device seconds and staleness."""
     config = TrainConfig(mode=checked_mode(mode), epochs=epochs, learning_rate=learning_rate,
                          seed=seed, workload=load_workload(workload) if workload else None,
-                         target_accuracy=target_accuracy or None)
+                         target_accuracy=target_accuracy or None,
+                         wire_dtype=checked_wire(wire_dtype))
     run_equal_update(file, config, batch_size, kill_worker or None, state_dir() / "strikes.json",
                      address)

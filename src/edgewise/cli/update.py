@@ -13,7 +13,7 @@ import typer
 from rich.table import Table
 
 from edgewise.cli.common import Address, err, out, state_dir, user_errors, writable_folder
-from edgewise.cli.loop_opts import ModeOpt, checked_mode, reached_line
+from edgewise.cli.loop_opts import ModeOpt, WireOpt, checked_mode, checked_wire, reached_line
 from edgewise.cli.progress import TrainingProgress
 from edgewise.cli.render import result_table
 from edgewise.cli.stages import stage
@@ -40,6 +40,7 @@ from edgewise.update import (
     execute,
     score,
 )
+from edgewise.wire.frames import WireDtype
 
 __all__ = ["DEMO_STATE", "app", "apps_table", "parse_states", "plan_json", "plan_table",
            "run_plan"]
@@ -208,12 +209,12 @@ def run(file: ClusterFile, policy: str = PolicyName, state: list[str] = States,
         apps: bool = typer.Option(True, "--apps/--no-apps",
                                   help="run the cluster's background apps beside the "
                                   "training (--no-apps: train alone)"),
-        noise_scale: float | None = NoiseScaleOpt) -> None:
+        noise_scale: float | None = NoiseScaleOpt, wire_dtype: str = WireOpt) -> None:
     """Plan with POLICY, then run the update on the cluster (emulated, or joined with
     --address) with every background app really running, training the digits CNN or, with
     --workload, your model on your data; report epochs and each app's deadline misses."""
     run_plan(file, policy, state, epochs, target_accuracy, address, workload, _name(models),
-             checked_mode(mode), apps, noise_scale)
+             checked_mode(mode), apps, noise_scale, checked_wire(wire_dtype))
 
 
 # A Nano under CPU and GPU stress: SIFT meets its deadline idle (175 ms) but not with training.
@@ -224,7 +225,8 @@ def run_plan(file: Path, policy: str, state: list[str], epochs: int,
              target_accuracy: float, address: str | None = None,
              workload_file: Path | None = None, models: str = CALIBRATED,
              mode: Mode = DEFAULT_MODE, apps: bool = True,
-             noise_scale: float | None = None) -> UpdateRun:
+             noise_scale: float | None = None,
+             wire_dtype: WireDtype = "float32") -> UpdateRun:
     """Plan (with the performance models ``models``), show the plan, run it with the
     background apps (on the emulated cluster, or the one at ``address``), show the
     measurements."""
@@ -241,7 +243,7 @@ def run_plan(file: Path, policy: str, state: list[str], epochs: int,
         runtime = connect(cluster, address or None)
     emulated = runtime.emulated
     config = TrainConfig(epochs=epochs, target_accuracy=target_accuracy or None,
-                         workload=workload, mode=mode)
+                         workload=workload, mode=mode, wire_dtype=wire_dtype)
     try:
         with TrainingProgress(epochs, samples) as progress:
             done = execute(runtime, problem, result, config=config,

@@ -120,6 +120,7 @@ class MemberSpec:
     treatment: Treatment = field(default_factory=Treatment)
     ps_transport: str = "socket"  # the workers' pushes and pulls (TrainConfig.ps_transport)
     overlap: bool = False  # workers compute the next batch while the server answers
+    wire_dtype: str = "float32"  # what weights and gradients travel as (TrainConfig.wire_dtype)
 
     @staticmethod
     def of(config: TrainConfig, workload: Workload | None = None) -> MemberSpec:
@@ -130,7 +131,7 @@ class MemberSpec:
                           config.optimizer, config.learning_rate, config.momentum,
                           config.compression, config.worker_memory_mb, config.heartbeat_s,
                           config.lr_schedule, config.epochs, treatment, config.ps_transport,
-                          config.overlap and config.mode == "async")
+                          config.overlap and config.mode == "async", config.wire_dtype)
 
 
 def start_ps(runtime: RayRuntime, spec: MemberSpec, device: str, name: str,
@@ -144,7 +145,7 @@ def start_ps(runtime: RayRuntime, spec: MemberSpec, device: str, name: str,
         ParameterServer, options, spec.model, spec.seed, spec.optimizer, spec.learning_rate,
         spec.momentum, runtime.stretch[device], validation, checkpoint, spec.compression,
         schedule=spec.lr_schedule, epochs=spec.epochs, treatment=spec.treatment,
-        calibration=calibration, transport=spec.ps_transport)
+        calibration=calibration, transport=spec.ps_transport, wire_dtype=spec.wire_dtype)
 
 
 def start_worker(runtime: RayRuntime, spec: MemberSpec, device: str, name: str, *, ps: Any,
@@ -158,7 +159,7 @@ def start_worker(runtime: RayRuntime, spec: MemberSpec, device: str, name: str, 
         Worker, options, name, device, spec.model, spec.seed, batch_size,
         runtime.stretch[device], runtime.cluster.device(device).memory_mb, ps, ps_link,
         store_link, monitor, spec.heartbeat_s, sync, spec.compression, steps,
-        spec.ps_transport, spec.overlap)
+        spec.ps_transport, spec.overlap, spec.wire_dtype)
 
 
 def evaluator_device(runtime: RayRuntime, plan: TrainPlan) -> str:

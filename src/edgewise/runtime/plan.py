@@ -11,6 +11,7 @@ from edgewise.errors import ConfigError
 from edgewise.nn.workload import Workload, builtin_workload
 from edgewise.runtime.loops import DEFAULT_MODE, MODES, Mode
 from edgewise.runtime.staleness import TreatmentName
+from edgewise.wire.frames import WIRE_DTYPES, WireDtype
 
 __all__ = ["DEFAULT_MODE", "DEFAULT_STALENESS", "MODES", "Mode", "TrainConfig", "TrainPlan",
            "equal_plan"]
@@ -47,6 +48,10 @@ class TrainConfig:
     (the gradient one server version staler; ``async-paper`` and ``sync`` never do). Off by
     default: in the time-to-accuracy race it shortened the asynchronous epochs by 7-18 %
     and cost more in accuracy (docs/runtime.md, "Overlapped pushes")."""
+    wire_dtype: WireDtype = "float32"
+    """What the weights and gradients travel as between the server and its workers:
+    ``float32`` as they are, or ``bfloat16``/``float16`` (half the bytes; the server's
+    weights and optimiser state stay float32; runtime.trainstate)."""
     ps_transport: Literal["socket", "ray"] = "socket"
     """How workers push and pull every batch: over a TCP connection each to the server's
     data plane (``runtime.psplane``), or as Ray actor calls (about 20 times the server's CPU
@@ -56,6 +61,9 @@ class TrainConfig:
         if self.mode not in MODES:
             raise ConfigError(f"must be one of {', '.join(MODES)}, got {self.mode!r}",
                               field="mode")
+        if self.wire_dtype not in WIRE_DTYPES:
+            raise ConfigError(f"must be one of {', '.join(WIRE_DTYPES)}, got "
+                              f"{self.wire_dtype!r}", field="wire_dtype")
         if self.ps_transport not in ("socket", "ray"):
             raise ConfigError(f"must be socket or ray, got {self.ps_transport!r}",
                               field="ps_transport")

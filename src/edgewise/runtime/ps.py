@@ -59,14 +59,15 @@ class ParameterServer:
                  checkpoint: bytes | None = None, compression: str = "lz4", *,
                  schedule: str = "constant", epochs: int = 1,
                  treatment: Treatment | None = None,
-                 calibration: list[bytes] | None = None, transport: str = "socket") -> None:
+                 calibration: list[bytes] | None = None, transport: str = "socket",
+                 wire_dtype: str = "float32") -> None:
         torch.set_num_threads(1)
         self.base_lr, self.schedule, self.total_epochs = lr, schedule, max(epochs, 1)
         self.workload = builtin_workload(model) if isinstance(model, str) else model
         task = self.workload.task
         self.model = build_model(self.workload, seed=seed, num_classes=task.num_classes,
                                  input_shape=task.input_shape)
-        self.flat = FlatState(self.model)
+        self.flat = FlatState(self.model, wire_dtype)  # type: ignore[arg-type]
         self.flat_params = self.flat.optimizer_parameters()
         self.opt = make_optimizer(optimizer, self.flat_params.values(), lr, momentum)
         self.stretch, self.compression = stretch, compression

@@ -60,6 +60,7 @@ from edgewise.suites.tta_arms import (
 )
 from edgewise.suites.tta_figures import ARMS, GOODPUT_ARM, NOISE_FROM, figures_of
 from edgewise.testbed.plan import DEFAULT_SUBNET
+from edgewise.wire.frames import WIRE_DTYPES
 
 __all__ = ["ARMS", "SPEC", "WHERE", "figures_of", "link_bound", "median_scaling", "plots", "real",
            "where_to_run"]
@@ -252,10 +253,14 @@ def real(ctx: BenchContext) -> Figures:
     where = where_to_run(str(ctx.option("where")), missing())
     clusters = _Clusters(ctx, where, str(ctx.option("subnet")))
     repeats = 1 if ctx.quick else int(ctx.option("repeats"))
+    wire = str(ctx.option("wire_dtype"))
+    if wire not in WIRE_DTYPES:
+        raise ConfigError(f"must be one of {', '.join(WIRE_DTYPES)}", field="--wire-dtype")
     failed: dict[str, str] = {}
     with tempfile.TemporaryDirectory(prefix="edgewise-tta-") as tmp:
         spec = shapes_setup(Path(tmp), per_class, ctx.seed)  # one data set, seeds per run
-        setups = [TTASetup(spec, epochs, ctx.seed + r, target) for r in range(repeats)]
+        setups = [TTASetup(spec, epochs, ctx.seed + r, target, wire_dtype=wire)
+                  for r in range(repeats)]
         with ctx.timings.timed("arms_seconds"), clusters.up(RACE_CLUSTER, 0.0) as (runtime, ifname):
             runs = _arms(setups, ctx, runtime, ifname, set(arms), failed)
     figures: dict[str, Any] = figures_of(runs, target)
@@ -279,6 +284,7 @@ def real(ctx: BenchContext) -> Figures:
             "scaling_time_dilation": clusters.dilation.get(
                 SCALING_CLUSTER.removesuffix(".yaml")),
             "epochs": epochs, "per_class": per_class, "target": target, "arms": arms,
+            "wire_dtype": wire,
             "seeds": [s.seed for s in setups]}
 
 
@@ -325,6 +331,8 @@ SPEC = BenchSpec(
                          kind="str"),
              BenchOption("skip_scaling", False, "leave out the parameter-server scaling "
                          "runs", kind="bool"),
+             BenchOption("wire_dtype", "float32", "what the engine's arms send weights and "
+                         "gradients as: float32, bfloat16 or float16", kind="str"),
              BenchOption("where", "auto", "testbed (the kernel-enforced testbed; root), "
                          "emulated (this host), or auto: the testbed where the host can run "
                          "one", kind="str"),

@@ -28,6 +28,7 @@ class TTASetup:
     target: float
     learning_rate: float = 0.003
     lr_schedule: Literal["constant", "cosine"] = "cosine"
+    wire_dtype: str = "float32"  # the engine's arms' weights and gradients on the wire
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,7 +107,8 @@ def edgewise_arm(runtime: RayRuntime, setup: TTASetup, policy: str, mode: str,
     extra: dict[str, Any] = {} if staleness is None else {"staleness": staleness}
     config = TrainConfig(workload=workload, epochs=setup.epochs, seed=setup.seed,
                          mode=mode, learning_rate=setup.learning_rate,  # type: ignore[arg-type]
-                         lr_schedule=setup.lr_schedule, worker_memory_mb=1024, **extra)
+                         lr_schedule=setup.lr_schedule, worker_memory_mb=1024,
+                         wire_dtype=setup.wire_dtype, **extra)  # type: ignore[arg-type]
     done = execute(runtime, problem, plan, config=config)
     records = done.result.epochs
     accs, times = curve_of([r.val_accuracy for r in records],

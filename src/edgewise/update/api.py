@@ -109,6 +109,7 @@ def _job_spec(request: LaunchRequest) -> TrainJobSpec:
     """The Launcher's DL arguments as a job spec; the workers are the devices with a shard."""
     return TrainJobSpec(
         mode=request.mode,
+        wire_dtype=request.wire_dtype,
         epochs=request.epochs,
         workers=list(request.shards),
         shards=dict(request.shards),

@@ -213,8 +213,9 @@ def _execute(spec: TrainJobSpec, planned: Planned, ctx: JobContext) -> dict[str,
     and their deadline misses are the job's too."""
     job_plan, workload = planned.payload
     config = TrainConfig(model=spec.model, workload=workload, mode=spec.mode,
-                         epochs=spec.epochs, learning_rate=spec.learning_rate,
-                         seed=spec.seed, target_accuracy=spec.target_accuracy)
+                         wire_dtype=spec.wire_dtype, epochs=spec.epochs,
+                         learning_rate=spec.learning_rate, seed=spec.seed,
+                         target_accuracy=spec.target_accuracy)
     done = execute(ctx.runtime, job_plan.problem, job_plan.executed, config=config,
                    ledger=ctx.ledger, events=_events(spec, ctx),
                    checkpoint_dir=ctx.work_dir / "checkpoints", resume=ctx.resumed,
@@ -227,7 +228,7 @@ def _execute(spec: TrainJobSpec, planned: Planned, ctx: JobContext) -> dict[str,
             "val_accuracy": last.val_accuracy if last else None,
             "restarts": len({i.detected_at for i in result.interruptions}),
             "stopped_early": int(result.stopped_early),
-            "mode": spec.mode,
+            "mode": spec.mode, "wire_dtype": spec.wire_dtype,
             "device_seconds": sum(r.device_seconds for r in result.epochs),
             "time_to_accuracy": None if target is None else result.time_to_accuracy(target),
             "apps": len(done.apps), "app_periods": done.app_periods,

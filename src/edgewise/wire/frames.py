@@ -21,8 +21,9 @@ if TYPE_CHECKING:
 from edgewise.errors import EdgewiseError
 
 __all__ = [
-    "DEFAULT_MAX_DECODED_BYTES", "DTYPES", "MAGIC", "MAX_HEADER_BYTES", "VERSION", "Array", "Codec",
-    "Decoded", "TensorLike", "TransportError", "decode", "encode", "raw_nbytes", "to_torch",
+    "DEFAULT_MAX_DECODED_BYTES", "DTYPES", "MAGIC", "MAX_HEADER_BYTES", "VERSION", "WIRE_DTYPES",
+    "Array", "Codec", "Decoded", "TensorLike", "TransportError", "WireDtype", "decode", "encode",
+    "raw_nbytes", "to_torch",
 ]  # fmt: skip
 
 MAGIC: Final = b"EWTF"
@@ -71,6 +72,9 @@ def _is_tensor(value: object) -> TypeGuard[torch.Tensor]:
 
 
 Codec = Literal["lz4", "none"]
+#: What a frame's float32 weights or gradients may travel as (runtime.trainstate).
+WireDtype = Literal["float32", "bfloat16", "float16"]
+WIRE_DTYPES: Final[tuple[WireDtype, ...]] = ("float32", "bfloat16", "float16")
 TensorLike: TypeAlias = "torch.Tensor | npt.NDArray[Any] | np.generic"
 Array = npt.NDArray[Any]
 
