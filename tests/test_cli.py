@@ -164,8 +164,9 @@ def test_join_lines_are_not_wrapped_when_piped(monkeypatch: pytest.MonkeyPatch) 
         (["--kill-worker", "nonsense"], "--kill-worker"),
         (["--kill-worker", "ghost@2"], "ghost"),
         (["--mode", "bogus"], "--mode"),
+        (["--wire-dtype", "int8"], "--wire-dtype"),
     ],
-    ids=["kill-syntax", "kill-unknown-device", "mode"],
+    ids=["kill-syntax", "kill-unknown-device", "mode", "wire-dtype"],
 )
 def test_train_rejects_bad_options_before_starting_ray(
     monkeypatch: pytest.MonkeyPatch, args: list[str], words: str

@@ -335,6 +335,22 @@ def test_http_update_jobs_default_to_the_engines_loop() -> None:
     assert TrainJobSpec.model_fields["mode"].default == DEFAULT_MODE
 
 
+def test_the_launcher_passes_the_wire_dtype_to_the_job_and_refuses_others() -> None:
+    """A launch's ``wire_dtype`` reaches the job's spec (what the engine's TrainConfig gets);
+    the default is the engine's; a dtype the wire does not know is refused."""
+    from pydantic import ValidationError
+
+    from edgewise.runtime.plan import TrainConfig
+    from edgewise.update.api import _job_spec
+    from edgewise.update.api_schemas import LaunchRequest, TrainJobSpec
+
+    assert TrainJobSpec.model_fields["wire_dtype"].default == TrainConfig().wire_dtype
+    launch = LaunchRequest(shards={"nano-0": 100, "nano-1": 100}, wire_dtype="bfloat16")
+    assert _job_spec(launch).wire_dtype == "bfloat16"
+    with pytest.raises(ValidationError, match="wire_dtype"):
+        LaunchRequest(shards={"nano-0": 100}, wire_dtype="int8")  # type: ignore[arg-type]
+
+
 def test_an_update_job_plans_with_goodput_and_its_noise_scale(cluster: Cluster) -> None:
     """A job's spec takes ``deep-edge-goodput`` with the noise scale it plans with (and a
     re-plan after a fault keeps it, in the problem); without one the spec is refused."""

@@ -49,10 +49,11 @@ class DeviceProfiler:
     to the parameter server ``ps`` over ``ps_link`` and the pull of its new weights."""
 
     def __init__(self, config: ProfileConfig, ps: Any, ps_link: Link,
-                 ps_state: State | None, compression: str = "lz4") -> None:
+                 ps_state: State | None, compression: str = "lz4",
+                 wire_dtype: str = "float32") -> None:
         torch.set_num_threads(1)
         self.ps, self.link, self.counter = ps, ShapedLink(ps_link), ByteCounter()
-        self.compression = compression
+        self.compression, self.wire_dtype = compression, wire_dtype
         self.flat: FlatState | None = None
         self.profiler = PointProfiler(config, self._push, ps_state)
 
@@ -60,7 +61,7 @@ class DeviceProfiler:
         """The workers' update (``runtime.worker``): the flat gradients and the batch's ids
         to the server, its weights back into the model."""
         if self.flat is None or self.flat.model is not model:
-            self.flat = FlatState(model)
+            self.flat = FlatState(model, self.wire_dtype)  # type: ignore[arg-type]
         self.flat.check_grads()
         frame = self.flat.gradients_frame(ids, self.compression)  # type: ignore[arg-type]
         carry(self.link, len(frame), self.counter, raw_bytes=self.flat.nbytes)
@@ -174,7 +175,8 @@ def _start(runtime: RayRuntime, device: str, config: ProfileConfig,
     def member(where: str, cfg: ProfileConfig) -> Any:
         options = runtime.actor_options(where, spec.memory_mb)
         return DeviceProfiler.options(**options).remote(  # type: ignore[attr-defined]
-            cfg, ps, runtime.transport_link(where, ps_device), ps_state, spec.compression)
+            cfg, ps, runtime.transport_link(where, ps_device), ps_state, spec.compression,
+            spec.wire_dtype)
 
     quiet = replace(config, app_kind="")
     return _Members(member(device, config), tuple(member(c, quiet) for c in companions), ps)
