@@ -142,6 +142,11 @@ def test_half_precision_frames_carry_the_rounded_values_in_half_the_bytes(wire: 
     params = sum(t.numel() for k, t in server.flats.items() if k.startswith("p."))
     saved = len(full.weights_frame("none", {})) - len(server.weights_frame("none", {}))
     assert saved == pytest.approx(2 * params, abs=64)
+    # what the evaluator reads: the server's weights at float32, not the wire's rounding
+    evaluator = FlatState(_model(2), wire)  # type: ignore[arg-type]
+    evaluator.load_weights(server.weights_frame("none", {}, narrow=False))
+    for (_, a), (_, b) in zip(evaluator.params, server.params, strict=True):
+        assert torch.equal(a, b)
 
 
 def test_an_unknown_wire_dtype_is_refused() -> None:

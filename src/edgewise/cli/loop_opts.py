@@ -1,6 +1,5 @@
 """The training loop's flags (``--mode``, ``--target-accuracy``, ``--wire-dtype``) and the
-time-to-accuracy line
-that ``train`` and ``update run`` print after a run."""
+time-to-accuracy line that ``train`` and ``update run`` print after a run."""
 
 from __future__ import annotations
 

@@ -294,10 +294,15 @@ class ParameterServer:
                                  self.calib_x)
 
     def weights(self) -> Frame:
-        """The current weights frame, for the engine's evaluating worker (not a pull: no
-        staleness is counted for it)."""
+        """The current weights at float32 whatever the wire dtype, for the engine's
+        evaluating worker: the metric is the server's weights', not a rounded copy's (not
+        a pull: no staleness is counted for it)."""
         with self.lock:
-            return self._weights()
+            if self.flat.wire == torch.float32:
+                return self._weights()
+            frame = self.flat.weights_frame(self.compression,  # type: ignore[arg-type]
+                                            {"updates": self.updates}, narrow=False)
+            return np.frombuffer(frame, np.uint8)
 
     def progress(self) -> tuple[int, int]:
         return self.epoch, self.samples_this_epoch

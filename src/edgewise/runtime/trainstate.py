@@ -172,16 +172,19 @@ class FlatState:
                 for k, v in tensors.items()}
 
     def _frame(self, tensors: Mapping[str, torch.Tensor], compression: Codec,
-               meta: Mapping[str, Any]) -> bytes:
-        tensors = self._narrowed(tensors)
+               meta: Mapping[str, Any], narrow: bool = True) -> bytes:
+        tensors = self._narrowed(tensors) if narrow else dict(tensors)
         sizes = {k: int(v.numel()) for k, v in tensors.items() if k != "ids"}
         largest = max(tensors.values(), key=lambda t: t.numel() * t.element_size())
         return encode(tensors, compression=codec_for(largest, compression),
                       meta={**meta, "sizes": sizes})
 
-    def weights_frame(self, compression: Codec, meta: Mapping[str, Any]) -> bytes:
-        """Parameters and buffers (what a pull returns)."""
-        return self._frame(self.flats, compression, meta)
+    def weights_frame(self, compression: Codec, meta: Mapping[str, Any], *,
+                      narrow: bool = True) -> bytes:
+        """Parameters and buffers (what a pull returns); ``narrow=False``: the parameters
+        at float32 whatever the wire dtype (what an evaluation of the server's weights
+        reads)."""
+        return self._frame(self.flats, compression, meta, narrow)
 
     def gradients_frame(self, ids: NDArray[np.int64], compression: Codec,
                         base: int | None = None) -> bytes:
