@@ -8,7 +8,7 @@ import typer
 from edgewise.errors import ConfigError
 from edgewise.runtime.engine import TrainResult
 from edgewise.runtime.loops import DEFAULT_MODE, MODES, Mode
-from edgewise.wire.frames import WIRE_DTYPES, WireDtype
+from edgewise.wire.frames import WireDtype, wire_dtype_named
 
 __all__ = ["ModeOpt", "TargetOpt", "WireOpt", "checked_mode", "checked_wire", "reached_line"]
 
@@ -31,11 +31,7 @@ WireOpt = typer.Option(
 
 def checked_wire(wire: str) -> WireDtype:
     """``wire`` if it names a wire dtype; ConfigError naming ``--wire-dtype`` otherwise."""
-    for known in WIRE_DTYPES:
-        if wire == known:
-            return known
-    raise ConfigError(f"must be one of {', '.join(WIRE_DTYPES)}, got {wire!r}",
-                      field="--wire-dtype")
+    return wire_dtype_named(wire, "--wire-dtype")
 
 
 def checked_mode(mode: str) -> Mode:

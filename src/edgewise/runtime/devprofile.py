@@ -35,7 +35,7 @@ from edgewise.runtime.shaping import ByteCounter, ShapedLink
 from edgewise.runtime.trainstate import FlatState
 from edgewise.runtime.transport import carry
 from edgewise.runtime.vessel_pool import release_members
-from edgewise.wire.frames import encode
+from edgewise.wire.frames import WireDtype, encode
 
 __all__ = ["DeviceProbe", "DeviceProfiler", "device_grid", "device_state", "profile_device"]
 
@@ -50,7 +50,7 @@ class DeviceProfiler:
 
     def __init__(self, config: ProfileConfig, ps: Any, ps_link: Link,
                  ps_state: State | None, compression: str = "lz4",
-                 wire_dtype: str = "float32") -> None:
+                 wire_dtype: WireDtype = "float32") -> None:
         torch.set_num_threads(1)
         self.ps, self.link, self.counter = ps, ShapedLink(ps_link), ByteCounter()
         self.compression, self.wire_dtype = compression, wire_dtype
@@ -61,7 +61,7 @@ class DeviceProfiler:
         """The workers' update (``runtime.worker``): the flat gradients and the batch's ids
         to the server, its weights back into the model."""
         if self.flat is None or self.flat.model is not model:
-            self.flat = FlatState(model, self.wire_dtype)  # type: ignore[arg-type]
+            self.flat = FlatState(model, self.wire_dtype)
         self.flat.check_grads()
         frame = self.flat.gradients_frame(ids, self.compression)  # type: ignore[arg-type]
         carry(self.link, len(frame), self.counter, raw_bytes=self.flat.nbytes)

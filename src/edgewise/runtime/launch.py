@@ -25,6 +25,7 @@ from edgewise.runtime.staleness import Treatment
 from edgewise.runtime.vessel import HostedMember
 from edgewise.runtime.vessel_pool import release_members, spawn_member
 from edgewise.runtime.worker import Worker
+from edgewise.wire.frames import WireDtype
 
 __all__ = ["PS_PROBE_S", "Attempt", "Interrupted", "MemberSpec", "await_all",
            "evaluate_epoch", "evaluator_device", "launch",
@@ -120,7 +121,7 @@ class MemberSpec:
     treatment: Treatment = field(default_factory=Treatment)
     ps_transport: str = "socket"  # the workers' pushes and pulls (TrainConfig.ps_transport)
     overlap: bool = False  # workers compute the next batch while the server answers
-    wire_dtype: str = "float32"  # what weights and gradients travel as (TrainConfig.wire_dtype)
+    wire_dtype: WireDtype = "float32"  # weights and gradients on the wire (TrainConfig's)
 
     @staticmethod
     def of(config: TrainConfig, workload: Workload | None = None) -> MemberSpec:

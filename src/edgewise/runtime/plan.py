@@ -11,7 +11,7 @@ from edgewise.errors import ConfigError
 from edgewise.nn.workload import Workload, builtin_workload
 from edgewise.runtime.loops import DEFAULT_MODE, MODES, Mode
 from edgewise.runtime.staleness import TreatmentName
-from edgewise.wire.frames import WIRE_DTYPES, WireDtype
+from edgewise.wire.frames import WireDtype, wire_dtype_named
 
 __all__ = ["DEFAULT_MODE", "DEFAULT_STALENESS", "MODES", "Mode", "TrainConfig", "TrainPlan",
            "equal_plan"]
@@ -61,9 +61,7 @@ class TrainConfig:
         if self.mode not in MODES:
             raise ConfigError(f"must be one of {', '.join(MODES)}, got {self.mode!r}",
                               field="mode")
-        if self.wire_dtype not in WIRE_DTYPES:
-            raise ConfigError(f"must be one of {', '.join(WIRE_DTYPES)}, got "
-                              f"{self.wire_dtype!r}", field="wire_dtype")
+        wire_dtype_named(self.wire_dtype, "wire_dtype")
         if self.ps_transport not in ("socket", "ray"):
             raise ConfigError(f"must be socket or ray, got {self.ps_transport!r}",
                               field="ps_transport")

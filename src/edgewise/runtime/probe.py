@@ -58,7 +58,8 @@ class ProbeActor:
         n = max(2, -(-size_bytes // frame_bytes))
         warmup = encode({"probe": payload}, compression="none", meta={"warmup": True})
         ray.get(peer.receive.remote(warmup))  # one-time costs stay out of the measurement
-        refs, due, sent = [], time.perf_counter(), []
+        refs, due = [], time.perf_counter()
+        first = last = 0.0
         for seq in range(n):
             frame = encode({"probe": payload}, compression="none", meta={"seq": seq})
             if not shaped.is_up:
@@ -66,10 +67,11 @@ class ProbeActor:
             # Back to back, like a NIC: the call overhead overlaps the next frame's wire time.
             due += shaped.transfer_seconds(len(frame))
             time.sleep(max(0.0, due - time.perf_counter()))
-            sent.append(time.perf_counter())
+            last = time.perf_counter()
+            first = first or last
             refs.append(peer.receive.remote(frame))
         ray.get(refs)
-        return sent[-1] - sent[0]
+        return last - first
 
 
 def measure_bandwidth(runtime: RayRuntime, a: str, b: str, size_bytes: int = 1_000_000,

@@ -22,7 +22,7 @@ from edgewise.runtime.psplane import Endpoint
 from edgewise.runtime.psserve import PlaneServer
 from edgewise.runtime.staleness import Treatment
 from edgewise.runtime.trainstate import FlatState, Frame, Pushed, mean_pushes, read_frames
-from edgewise.wire.frames import decode, encode, to_torch
+from edgewise.wire.frames import WireDtype, decode, encode, to_torch
 
 __all__ = ["ParameterServer"]
 
@@ -60,14 +60,14 @@ class ParameterServer:
                  schedule: str = "constant", epochs: int = 1,
                  treatment: Treatment | None = None,
                  calibration: list[bytes] | None = None, transport: str = "socket",
-                 wire_dtype: str = "float32") -> None:
+                 wire_dtype: WireDtype = "float32") -> None:
         torch.set_num_threads(1)
         self.base_lr, self.schedule, self.total_epochs = lr, schedule, max(epochs, 1)
         self.workload = builtin_workload(model) if isinstance(model, str) else model
         task = self.workload.task
         self.model = build_model(self.workload, seed=seed, num_classes=task.num_classes,
                                  input_shape=task.input_shape)
-        self.flat = FlatState(self.model, wire_dtype)  # type: ignore[arg-type]
+        self.flat = FlatState(self.model, wire_dtype)
         self.flat_params = self.flat.optimizer_parameters()
         self.opt = make_optimizer(optimizer, self.flat_params.values(), lr, momentum)
         self.stretch, self.compression = stretch, compression

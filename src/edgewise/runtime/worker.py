@@ -25,7 +25,7 @@ from edgewise.runtime.psplane import LEAVE, PULL, PUSH_ASYNC, PUSH_SYNC, PlaneCl
 from edgewise.runtime.shaping import ByteCounter, ShapedLink
 from edgewise.runtime.trainstate import FlatState, Frame, frame_view, read_frames
 from edgewise.runtime.transport import carry
-from edgewise.wire.frames import decode
+from edgewise.wire.frames import WireDtype, decode
 
 __all__ = ["Worker"]
 
@@ -47,7 +47,7 @@ class Worker:
                  stretch: float, memory_cap_mb: int, ps: Any, ps_link: Link,
                  store_link: Link, monitor: Any, heartbeat_s: float, sync: bool,
                  compression: str = "lz4", steps: int = 0, transport: str = "socket",
-                 overlap: bool = False, wire_dtype: str = "float32") -> None:
+                 overlap: bool = False, wire_dtype: WireDtype = "float32") -> None:
         torch.set_num_threads(1)
         self.name, self.device, self.seed, self.batch = name, device, seed, batch_size
         self.stretch, self.memory_cap_mb, self.sync = stretch, memory_cap_mb, sync
@@ -63,7 +63,7 @@ class Worker:
         task = self.workload.task
         self.model = build_network(self.workload, seed=seed, num_classes=task.num_classes,
                                    input_shape=task.input_shape).train()
-        self.flat = FlatState(self.model, wire_dtype)  # type: ignore[arg-type]
+        self.flat = FlatState(self.model, wire_dtype)
         self.ps_link, self.store_link = ShapedLink(ps_link), ShapedLink(store_link)
         self.ps_peer = ps_link.b if ps_link.a == device else ps_link.a
         self.counter = ByteCounter()  # both directions

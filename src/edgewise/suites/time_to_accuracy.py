@@ -60,7 +60,7 @@ from edgewise.suites.tta_arms import (
 )
 from edgewise.suites.tta_figures import ARMS, GOODPUT_ARM, NOISE_FROM, figures_of
 from edgewise.testbed.plan import DEFAULT_SUBNET
-from edgewise.wire.frames import WIRE_DTYPES
+from edgewise.wire.frames import wire_dtype_named
 
 __all__ = ["ARMS", "SPEC", "WHERE", "figures_of", "link_bound", "median_scaling", "plots", "real",
            "where_to_run"]
@@ -253,9 +253,7 @@ def real(ctx: BenchContext) -> Figures:
     where = where_to_run(str(ctx.option("where")), missing())
     clusters = _Clusters(ctx, where, str(ctx.option("subnet")))
     repeats = 1 if ctx.quick else int(ctx.option("repeats"))
-    wire = str(ctx.option("wire_dtype"))
-    if wire not in WIRE_DTYPES:
-        raise ConfigError(f"must be one of {', '.join(WIRE_DTYPES)}", field="--wire-dtype")
+    wire = wire_dtype_named(str(ctx.option("wire_dtype")), "--wire-dtype")
     failed: dict[str, str] = {}
     with tempfile.TemporaryDirectory(prefix="edgewise-tta-") as tmp:
         spec = shapes_setup(Path(tmp), per_class, ctx.seed)  # one data set, seeds per run

@@ -13,6 +13,7 @@ import numpy as np
 
 from edgewise.cluster.examples import example_path
 from edgewise.runtime.ray_cluster import RayRuntime
+from edgewise.wire.frames import WireDtype
 
 __all__ = ["ArmResult", "TTASetup", "app_misses", "curve_of", "edgewise_arm",
            "measured_noise_scale", "shapes_setup"]
@@ -28,7 +29,7 @@ class TTASetup:
     target: float
     learning_rate: float = 0.003
     lr_schedule: Literal["constant", "cosine"] = "cosine"
-    wire_dtype: str = "float32"  # the engine's arms' weights and gradients on the wire
+    wire_dtype: WireDtype = "float32"  # the engine's arms' weights and gradients on the wire
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,7 +109,7 @@ def edgewise_arm(runtime: RayRuntime, setup: TTASetup, policy: str, mode: str,
     config = TrainConfig(workload=workload, epochs=setup.epochs, seed=setup.seed,
                          mode=mode, learning_rate=setup.learning_rate,  # type: ignore[arg-type]
                          lr_schedule=setup.lr_schedule, worker_memory_mb=1024,
-                         wire_dtype=setup.wire_dtype, **extra)  # type: ignore[arg-type]
+                         wire_dtype=setup.wire_dtype, **extra)
     done = execute(runtime, problem, plan, config=config)
     records = done.result.epochs
     accs, times = curve_of([r.val_accuracy for r in records],

@@ -18,12 +18,12 @@ import numpy.typing as npt
 if TYPE_CHECKING:
     import torch
 
-from edgewise.errors import EdgewiseError
+from edgewise.errors import ConfigError, EdgewiseError
 
 __all__ = [
     "DEFAULT_MAX_DECODED_BYTES", "DTYPES", "MAGIC", "MAX_HEADER_BYTES", "VERSION", "WIRE_DTYPES",
     "Array", "Codec", "Decoded", "TensorLike", "TransportError", "WireDtype", "decode", "encode",
-    "raw_nbytes", "to_torch",
+    "raw_nbytes", "to_torch", "wire_dtype_named",
 ]  # fmt: skip
 
 MAGIC: Final = b"EWTF"
@@ -75,6 +75,16 @@ Codec = Literal["lz4", "none"]
 #: What a frame's float32 weights or gradients may travel as (runtime.trainstate).
 WireDtype = Literal["float32", "bfloat16", "float16"]
 WIRE_DTYPES: Final[tuple[WireDtype, ...]] = ("float32", "bfloat16", "float16")
+
+
+def wire_dtype_named(value: str, field: str) -> WireDtype:
+    """``value`` as a :data:`WireDtype`; ConfigError naming ``field`` (the flag or setting
+    the user wrote it in) if it is none."""
+    for known in WIRE_DTYPES:
+        if value == known:
+            return known
+    raise ConfigError(f"must be one of {', '.join(WIRE_DTYPES)}, got {value!r}", field=field)
+
 TensorLike: TypeAlias = "torch.Tensor | npt.NDArray[Any] | np.generic"
 Array = npt.NDArray[Any]
 
