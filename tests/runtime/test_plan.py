@@ -14,7 +14,7 @@ from edgewise.cluster.model import Cluster
 from edgewise.cluster.schema import cluster_from_dict, load_cluster
 from edgewise.errors import ConfigError
 from edgewise.nn.data import digits_split, shard_indices
-from edgewise.runtime.plan import TrainPlan, equal_plan
+from edgewise.runtime.plan import TrainConfig, TrainPlan, equal_plan
 
 TESTBED = Path(__file__).parents[2] / "examples" / "deep-edge-testbed.yaml"
 
@@ -238,3 +238,19 @@ def test_the_evaluator_is_the_fastest_planned_worker(testbed: Cluster) -> None:
                         plan.batch_sizes, plan.ps_device, plan.store_device)
     assert evaluator_device(runtime, without) == "nano-0"  # the first of equals
 
+
+
+def test_the_auto_wire_is_bfloat16_changes_for_sync_and_float32_for_async() -> None:
+    """``wire_dtype="auto"`` (the default): the ``sync`` loop's messages in bfloat16, its
+    replies as changes (runtime.syncdelta); the asynchronous loops at float32; a named dtype
+    is kept whatever the loop, and only a narrowed ``sync`` run sends changes."""
+    from edgewise.runtime.launch import MemberSpec
+
+    assert TrainConfig().wire_dtype == "auto"
+    cases = {("auto", "sync"): ("bfloat16", True), ("auto", "async"): ("float32", False),
+             ("auto", "async-paper"): ("float32", False), ("float32", "sync"): ("float32", False),
+             ("float16", "async"): ("float16", False), ("float16", "sync"): ("float16", True)}
+    for (choice, mode), (wire, changes) in cases.items():
+        config = TrainConfig(mode=mode, wire_dtype=choice)  # type: ignore[arg-type]
+        spec = MemberSpec.of(config)
+        assert (config.wire, spec.wire_dtype, spec.sync_deltas) == (wire, wire, changes)

@@ -126,14 +126,15 @@ def test_an_overlapped_push_is_one_version_stale_and_loses_no_sample(
 
 def test_a_half_precision_wire_halves_the_replies_and_still_learns(runtime: RayRuntime) -> None:
     """``wire_dtype="bfloat16"`` reaches the server and the worker through the engine: one
-    worker's replies (the server's weights) are half the bytes of a float32 run's, every
-    sample is trained once, and it learns (chance is 0.1)."""
+    worker's replies (the steps' changes in half precision, ``runtime.syncdelta``, which LZ4
+    may shrink further; the epoch's first pull at float32) are at most about half the bytes
+    of a float32 run's, every sample is trained once, and it learns (chance is 0.1)."""
     plan = equal_plan(runtime.cluster, len(TRAIN_IDS), exclude=frozenset({"nano-1", "nano-2"}))
     runs = {wire: train(runtime, _quiet(mode="sync", epochs=1, wire_dtype=wire), plan)
             for wire in ("float32", "bfloat16")}
     received = {wire: sum(t["wire_bytes_received"] for t in r.transport_bytes.values())
                 for wire, r in runs.items()}
-    assert 0.45 < received["bfloat16"] / received["float32"] < 0.55, received
+    assert received["bfloat16"] / received["float32"] < 0.55, received
     _assert_each_sample_once(runs["bfloat16"])
     assert runs["bfloat16"].epochs[-1].val_accuracy > 0.5
 

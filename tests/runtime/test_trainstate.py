@@ -149,6 +149,29 @@ def test_half_precision_frames_carry_the_rounded_values_in_half_the_bytes(wire: 
         assert torch.equal(a, b)
 
 
+@pytest.mark.parametrize("wire", ["bfloat16", "float16"])
+def test_a_narrowed_push_carries_its_rounding_into_the_next(wire: str) -> None:
+    """Error feedback: each push is the gradient plus what the last push's rounding lost,
+    rounded; so what the server received over many pushes sums to what the worker computed,
+    short of one rounding (the residual), where rounding each alone would drift."""
+    server, worker = FlatState(_model(0), wire), FlatState(_model(1), wire)  # type: ignore[arg-type]
+    half = getattr(torch, wire)
+    computed = torch.zeros_like(worker.grads["p.float32"])
+    received, alone = torch.zeros_like(computed), torch.zeros_like(computed)
+    for step in range(40):
+        _backward(worker, seed=step)
+        sent = worker.grads["p.float32"]
+        computed += sent
+        alone += sent.to(half).float()
+        pushed = server.read_push(worker.gradients_frame(np.arange(5), "none"))
+        got = pushed.flats["p.float32"]
+        assert torch.equal(got, got.to(half).float())  # it travelled narrowed
+        received += got
+    residual = worker.residuals["p.float32"]
+    assert torch.allclose(received + residual, computed, rtol=0, atol=1e-5)
+    assert (received - computed).abs().sum() < (alone - computed).abs().sum() / 4
+
+
 def test_an_unknown_wire_dtype_is_refused() -> None:
     from edgewise.errors import ConfigError
     from edgewise.runtime.plan import TrainConfig

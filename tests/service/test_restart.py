@@ -37,7 +37,10 @@ def _wait_for_a_checkpoint(manager: ManagerProcess, job_id: str, timeout_s: floa
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         job = manager.get(f"/api/v1/jobs/{job_id}")
-        epoch = job["summary"].get("epoch") or 0
+        # the epochs whose checkpoint is saved (it lands while the next epoch trains)
+        saved = [e["data"]["epoch"] for e in manager.get(f"/api/v1/jobs/{job_id}/events")
+                 if e["kind"] == "checkpoint"]
+        epoch = max(saved, default=0)
         if 1 <= epoch <= CAUGHT:
             return int(epoch)
         assert job["state"] in ("pending", "planning", "running"), (job["state"], job["reason"])

@@ -8,7 +8,7 @@ import typer
 from edgewise.errors import ConfigError
 from edgewise.runtime.engine import TrainResult
 from edgewise.runtime.loops import DEFAULT_MODE, MODES, Mode
-from edgewise.wire.frames import WireDtype, wire_dtype_named
+from edgewise.wire.frames import WireChoice, wire_dtype_named
 
 __all__ = ["ModeOpt", "TargetOpt", "WireOpt", "checked_mode", "checked_wire", "reached_line"]
 
@@ -23,13 +23,14 @@ TargetOpt = typer.Option(0.0, "--target-accuracy", min=0.0, max=1.0,
                               "(0: off)")
 
 WireOpt = typer.Option(
-    "float32", "--wire-dtype",
+    "auto", "--wire-dtype",
     help="what weights and gradients travel as between the parameter server and its "
          "workers: float32 (as they are), bfloat16 or float16 (half the bytes; the server "
-         "keeps float32 weights)")
+         "keeps float32 weights), or auto: bfloat16 for the sync loop (whose replies are "
+         "rounded changes, with error feedback both ways), float32 for the others")
 
 
-def checked_wire(wire: str) -> WireDtype:
+def checked_wire(wire: str) -> WireChoice:
     """``wire`` if it names a wire dtype; ConfigError naming ``--wire-dtype`` otherwise."""
     return wire_dtype_named(wire, "--wire-dtype")
 

@@ -62,6 +62,9 @@ class TrainingProgress:
             self.bars.advance(self.epoch_task)
             self.bars.console.print(f"epoch {record.epoch}: validation accuracy "
                                     f"{record.val_accuracy:.3f} in {record.wall_seconds:.2f} s")
+        elif kind == "epoch_lost":
+            self.bars.console.print(f"[yellow]epoch {data['epoch']}'s checkpoint was lost with "
+                                    "its server[/]: the epoch runs again")
         elif kind == "interrupted":
             lost = data["interruption"]
             self.bars.console.print(f"[red]lost {lost.member} on {lost.device}[/]: {lost.reason} "

@@ -40,7 +40,7 @@ from edgewise.update import (
     execute,
     score,
 )
-from edgewise.wire.frames import WireDtype
+from edgewise.wire.frames import WireChoice
 
 __all__ = ["DEMO_STATE", "app", "apps_table", "parse_states", "plan_json", "plan_table",
            "run_plan"]
@@ -226,7 +226,7 @@ def run_plan(file: Path, policy: str, state: list[str], epochs: int,
              workload_file: Path | None = None, models: str = CALIBRATED,
              mode: Mode = DEFAULT_MODE, apps: bool = True,
              noise_scale: float | None = None,
-             wire_dtype: WireDtype = "float32") -> UpdateRun:
+             wire_dtype: WireChoice = "auto") -> UpdateRun:
     """Plan (with the performance models ``models``), show the plan, run it with the
     background apps (on the emulated cluster, or the one at ``address``), show the
     measurements."""

@@ -20,6 +20,7 @@ from edgewise.perf.schema import PROFILE_COLUMNS
 from edgewise.perf.stability import CI_REL_TARGET, MAX_STEP_FACTOR, StopRule, preload
 from edgewise.perf.step_trainer import StepTrainer, Update
 from edgewise.perf.stress import Stressor, StressPoint, stress_grid, stress_ng_path
+from edgewise.wire.frames import WireDtype
 
 __all__ = ["Measurer", "PointProfiler", "ProfileConfig", "ProfileResult", "Sample",
            "default_config", "profile", "quick_config", "sample_key"]
@@ -51,6 +52,8 @@ class ProfileConfig:
     seed: int = 0
     time_dilation: float = 1.0
     workload: Workload | None = None  # resolved; None: DigitsCNN on digits
+    wire_dtype: WireDtype = "bfloat16"  # what the pushes and replies travel as: the run's
+    # (the default sync loop's; runtime.plan.TrainConfig.wire)
 
     @property
     def stop_rule(self) -> StopRule:

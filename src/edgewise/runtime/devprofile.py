@@ -166,7 +166,11 @@ class _Members:
 
 def _start(runtime: RayRuntime, device: str, config: ProfileConfig,
            companions: Sequence[str], ps_device: str, seed: int) -> _Members:
-    spec = MemberSpec.of(TrainConfig(seed=seed, workload=config.workload))
+    # the profiler pushes as the run will (``config.wire_dtype``); its pushes are
+    # asynchronous, so its replies are rounded weights: the bytes of a synchronous step's
+    # rounded changes (runtime.syncdelta), which need every worker in step
+    spec = replace(MemberSpec.of(TrainConfig(seed=seed, workload=config.workload,
+                                             wire_dtype=config.wire_dtype)), sync_deltas=False)
     val = _validation(config.workload, seed)
     validation = encode({"x": val.x, "y": val.y, "ids": val.ids}, compression=spec.compression)  # type: ignore[arg-type]
     ps = start_ps(runtime, spec, ps_device, f"profile-ps-{device}", validation)

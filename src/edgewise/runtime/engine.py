@@ -7,12 +7,14 @@ import time
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import ray
 from numpy.typing import NDArray
+from ray.exceptions import RayError
 
 from edgewise.cluster.model import Cluster
 from edgewise.errors import ConfigError, RuntimeFault
@@ -22,6 +24,7 @@ from edgewise.perf.convergence import epochs_to_target
 from edgewise.runtime.datastore import DataStore
 from edgewise.runtime.health import StrikeLedger
 from edgewise.runtime.launch import (
+    PS_PROBE_S,
     Attempt,
     Interrupted,
     await_all,
@@ -39,6 +42,7 @@ from edgewise.runtime.plan import (
     equal_plan,
 )
 from edgewise.runtime.ray_cluster import RayRuntime
+from edgewise.runtime.shipping import Shipment, ship
 from edgewise.wire.frames import TransportError, decode
 
 __all__ = ["CALIBRATION_SAMPLES", "EpochRecord", "Interruption", "Replan", "TrainResult",
@@ -169,6 +173,7 @@ class _Job:
         self.interruptions: list[Interruption] = []
         self.checkpoint: bytes | None = None
         self.checkpoint_path: Path | None = None
+        self.shipment: Shipment | None = None  # the last epoch's checkpoint, on its way
         self.transport: dict[str, dict[str, int]] = {}
         self.stopped_early = False
         self.workload: Workload | None = None
@@ -188,12 +193,13 @@ class _Job:
             stats = await_all(attempt, futures, self.config.heartbeat_s, self.events)
             # the evaluator measures first: the checkpoint keeps the statistics it measured with
             measured = evaluate_epoch(attempt, self.config.heartbeat_s, self.events)
+            self._land(attempt)  # the last epoch's checkpoint, fetched while this one ran
             out = ps_get(attempt, attempt.ps.finish_epoch.remote(
-                evaluate=False, statistics=measured.pop("statistics", None))) | measured
+                evaluate=False, statistics=measured.pop("statistics", None),
+                keep_checkpoint=True)) | measured
             wall = time.perf_counter() - t0
+            self.shipment = ship(attempt.ps, epoch, partial(_save, self.checkpoint_dir))
             ids = decode(out["applied_ids"]).arrays["ids"].copy()
-            self.checkpoint = out["checkpoint"]
-            self.checkpoint_path = _save(self.checkpoint_dir, epoch, out["checkpoint"])
             record = EpochRecord(epoch, out["val_accuracy"], wall, len(ids) / wall,
                                  attempt.plan.workers, ids, stats, out.get("push_seconds", 0.0),
                                  wall / self.runtime.time_dilation, out["staleness_mean"],
@@ -204,6 +210,7 @@ class _Job:
             self.events("epoch_end", {"epoch": epoch, "record": record})
             if self._reached_target():
                 break
+        self._land(attempt)
         for w, h in attempt.workers.items():
             self.transport[w] = ray.get(h.bytes_sent.remote())
 
@@ -218,7 +225,28 @@ class _Job:
         self.stopped_early = accuracies[-1] >= target
         return self.stopped_early
 
+    def _land(self, attempt: Attempt | None) -> None:
+        """Wait for the checkpoint on its way (``runtime.shipping``) and save it. A server
+        lost before it left takes its epoch along: the record is dropped and the next
+        attempt runs the epoch again; with ``attempt`` the loss interrupts it (Interrupted),
+        without (an attempt already interrupted) the wait is at most ``PS_PROBE_S``."""
+        shipment, self.shipment = self.shipment, None
+        if shipment is None:
+            return
+        try:
+            frame, path = shipment.landed(None if attempt is not None else PS_PROBE_S)
+        except (RayError, TimeoutError):
+            self.records = [r for r in self.records if r.epoch < shipment.epoch]
+            self.stopped_early = False
+            self.events("epoch_lost", {"epoch": shipment.epoch})
+            if attempt is not None:
+                ps_get(attempt, shipment.ref, timeout_s=0)  # the server's loss: Interrupted
+            return
+        self.checkpoint, self.checkpoint_path = frame, path
+        self.events("checkpoint", {"epoch": shipment.epoch, "path": path})
+
     def interrupted(self, lost: Interrupted) -> None:
+        self._land(None)
         epoch = self.done
         for device, member, reason in lost.members:
             count = self.ledger.strike(device)

@@ -122,6 +122,7 @@ class MemberSpec:
     ps_transport: str = "socket"  # the workers' pushes and pulls (TrainConfig.ps_transport)
     overlap: bool = False  # workers compute the next batch while the server answers
     wire_dtype: WireDtype = "float32"  # weights and gradients on the wire (TrainConfig's)
+    sync_deltas: bool = False  # a sync run's narrowed replies as changes (runtime.syncdelta)
 
     @staticmethod
     def of(config: TrainConfig, workload: Workload | None = None) -> MemberSpec:
@@ -132,7 +133,8 @@ class MemberSpec:
                           config.optimizer, config.learning_rate, config.momentum,
                           config.compression, config.worker_memory_mb, config.heartbeat_s,
                           config.lr_schedule, config.epochs, treatment, config.ps_transport,
-                          config.overlap and config.mode == "async", config.wire_dtype)
+                          config.overlap and config.mode == "async", config.wire,
+                          config.mode == "sync" and config.wire != "float32")
 
 
 def start_ps(runtime: RayRuntime, spec: MemberSpec, device: str, name: str,
@@ -146,7 +148,8 @@ def start_ps(runtime: RayRuntime, spec: MemberSpec, device: str, name: str,
         ParameterServer, options, spec.model, spec.seed, spec.optimizer, spec.learning_rate,
         spec.momentum, runtime.stretch[device], validation, checkpoint, spec.compression,
         schedule=spec.lr_schedule, epochs=spec.epochs, treatment=spec.treatment,
-        calibration=calibration, transport=spec.ps_transport, wire_dtype=spec.wire_dtype)
+        calibration=calibration, transport=spec.ps_transport, wire_dtype=spec.wire_dtype,
+        sync_deltas=spec.sync_deltas)
 
 
 def start_worker(runtime: RayRuntime, spec: MemberSpec, device: str, name: str, *, ps: Any,

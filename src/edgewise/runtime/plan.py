@@ -11,7 +11,7 @@ from edgewise.errors import ConfigError
 from edgewise.nn.workload import Workload, builtin_workload
 from edgewise.runtime.loops import DEFAULT_MODE, MODES, Mode
 from edgewise.runtime.staleness import TreatmentName
-from edgewise.wire.frames import WireDtype, wire_dtype_named
+from edgewise.wire.frames import WireChoice, WireDtype, resolve_wire, wire_dtype_named
 
 __all__ = ["DEFAULT_MODE", "DEFAULT_STALENESS", "MODES", "Mode", "TrainConfig", "TrainPlan",
            "equal_plan"]
@@ -48,10 +48,12 @@ class TrainConfig:
     (the gradient one server version staler; ``async-paper`` and ``sync`` never do). Off by
     default: in the time-to-accuracy race it shortened the asynchronous epochs by 7-18 %
     and cost more in accuracy (docs/runtime.md, "Overlapped pushes")."""
-    wire_dtype: WireDtype = "float32"
+    wire_dtype: WireChoice = "auto"
     """What the weights and gradients travel as between the server and its workers:
     ``float32`` as they are, or ``bfloat16``/``float16`` (half the bytes; the server's
-    weights and optimiser state stay float32; runtime.trainstate)."""
+    weights and optimiser state stay float32; runtime.trainstate, runtime.syncdelta);
+    ``auto``: ``bfloat16`` for the ``sync`` loop, ``float32`` for the others
+    (:attr:`wire`)."""
     ps_transport: Literal["socket", "ray"] = "socket"
     """How workers push and pull every batch: over a TCP connection each to the server's
     data plane (``runtime.psplane``), or as Ray actor calls (about 20 times the server's CPU
@@ -65,6 +67,11 @@ class TrainConfig:
         if self.ps_transport not in ("socket", "ray"):
             raise ConfigError(f"must be socket or ray, got {self.ps_transport!r}",
                               field="ps_transport")
+
+    @property
+    def wire(self) -> WireDtype:
+        """The wire dtype this run uses (``wire_dtype`` with ``auto`` resolved)."""
+        return resolve_wire(self.wire_dtype, self.mode == "sync")
 
     def resolved_workload(self) -> Workload:
         """The workload to train: ``workload``, else ``model`` on digits."""

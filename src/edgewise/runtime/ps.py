@@ -18,11 +18,13 @@ from edgewise.runtime.asyncapply import StaleApplier
 from edgewise.runtime.emulation import emulated_compute
 from edgewise.runtime.evaluate import calibration_samples, load_statistics, validation_metric
 from edgewise.runtime.noise_scale import NoiseScale, adam_divisor, grad_sq
+from edgewise.runtime.pscheckpoint import checkpoint_frame, restore
 from edgewise.runtime.psplane import Endpoint
 from edgewise.runtime.psserve import PlaneServer
 from edgewise.runtime.staleness import Treatment
+from edgewise.runtime.syncdelta import SyncDeltas
 from edgewise.runtime.trainstate import FlatState, Frame, Pushed, mean_pushes, read_frames
-from edgewise.wire.frames import WireDtype, decode, encode, to_torch
+from edgewise.wire.frames import WireDtype, encode
 
 __all__ = ["ParameterServer"]
 
@@ -60,7 +62,7 @@ class ParameterServer:
                  schedule: str = "constant", epochs: int = 1,
                  treatment: Treatment | None = None,
                  calibration: list[bytes] | None = None, transport: str = "socket",
-                 wire_dtype: WireDtype = "float32") -> None:
+                 wire_dtype: WireDtype = "float32", sync_deltas: bool = False) -> None:
         torch.set_num_threads(1)
         self.base_lr, self.schedule, self.total_epochs = lr, schedule, max(epochs, 1)
         self.workload = builtin_workload(model) if isinstance(model, str) else model
@@ -93,8 +95,14 @@ class ParameterServer:
         self.noise_adam = NoiseScale()  # the same of the Adam-preconditioned gradients
         self.step_done = self.pending_step = -1
         self.stopped = False
+        self.kept: tuple[int, bytes] = (-1, b"")  # finish_epoch's checkpoint, if kept
         if checkpoint is not None:
-            self._restore(checkpoint)
+            self.applier.ledger.version = restore(checkpoint, self.flat, self.flat_params,
+                                                  self.opt)
+        # a synchronous run's replies on a narrowed wire: changes, not weights (syncdelta)
+        self.deltas = SyncDeltas(self.flat, self.updates) \
+            if sync_deltas and self.flat.wire != torch.float32 else None
+        self.cached_change: tuple[int, Frame] = (-1, np.zeros(0, np.uint8))
         # the workers' pushes and pulls: over sockets of their own (runtime.psplane), or
         # as Ray calls (transport "ray"; then this server opens no port)
         host: str = ray.util.get_node_ip_address()  # type: ignore[no-untyped-call]
@@ -114,33 +122,6 @@ class ParameterServer:
         if self.plane is not None:
             self.plane.close()
 
-    def _restore(self, frame: bytes) -> None:
-        """Weights, optimiser state and version from a checkpoint frame (see
-        :meth:`_checkpoint`): a restarted server goes on counting versions where the
-        checkpoint left off."""
-        decoded = decode(frame)
-        self.applier.ledger.version = int(decoded.meta.get("updates", 0))
-        tensors = to_torch(decoded)
-        with torch.no_grad():
-            for name, t in (*self.flat.params, *self.flat.buffers):
-                t.copy_(tensors[f"w.{name}"])
-        for key, param in self.flat_params.items():
-            prefix, suffix = "o.", f".{key}"
-            state = {k[len(prefix) : -len(suffix)]: v for k, v in tensors.items()
-                     if k.startswith(prefix) and k.endswith(suffix)}
-            if state:
-                self.opt.state[param] = state
-
-    def _checkpoint(self) -> dict[str, torch.Tensor]:
-        """Weights and buffers as ``w.<name>``, the optimiser's state of each flat
-        parameter as ``o.<state>.<p.dtype>``."""
-        out = {f"w.{name}": t.detach() for name, t in (*self.flat.params, *self.flat.buffers)}
-        for key, param in self.flat_params.items():
-            for state, value in self.opt.state.get(param, {}).items():
-                if isinstance(value, torch.Tensor):
-                    out[f"o.{state}.{key}"] = value
-        return out
-
     @property
     def updates(self) -> int:
         """The server's version: the updates it has applied."""
@@ -150,9 +131,23 @@ class ParameterServer:
         """The current weights frame, encoded once per update (pulls and sync replies share
         it); a uint8 array, which Ray hands over without copying it into a bytes object."""
         if self.cached[0] != self.updates:
-            frame = self.flat.weights_frame(self.compression, {"updates": self.updates})  # type: ignore[arg-type]
+            meta = {"updates": self.updates}
+            if self.deltas is not None:  # what every worker holds after this version's change
+                self._change()
+                frame = self.deltas.full_frame(self.compression, meta)  # type: ignore[arg-type]
+            else:
+                frame = self.flat.weights_frame(self.compression, meta)  # type: ignore[arg-type]
             self.cached = (self.updates, np.frombuffer(frame, np.uint8))
         return self.cached[1]
+
+    def _change(self) -> Frame:
+        """A synchronous step's reply with ``sync_deltas``: the change from the version the
+        workers hold, encoded once per update (``runtime.syncdelta``)."""
+        assert self.deltas is not None
+        if self.cached_change[0] != self.updates:
+            frame = self.deltas.delta_frame(self.updates, self.compression)  # type: ignore[arg-type]
+            self.cached_change = (self.updates, np.frombuffer(frame, np.uint8))
+        return self.cached_change[1]
 
     def _apply(self, flats: dict[str, torch.Tensor], lr_factor: float = 1.0) -> None:
         """One optimiser step with the pushed gradients (its learning rate times
@@ -226,7 +221,7 @@ class ParameterServer:
         done = [f for s, f in self.sync_waiting if self.step_done >= s]
         if done:
             self.sync_waiting = [(s, f) for s, f in self.sync_waiting if self.step_done < s]
-            weights = self._weights()
+            weights = self._weights() if self.deltas is None else self._change()
             for future in done:
                 future.set_result(weights)
         free = [(w, f) for w, f in self.ssp_waiting if self._within_bound(w)]
@@ -307,22 +302,38 @@ class ParameterServer:
     def progress(self) -> tuple[int, int]:
         return self.epoch, self.samples_this_epoch
 
-    def finish_epoch(self, evaluate: bool = True,
-                     statistics: bytes | None = None) -> dict[str, Any]:
+    def finish_epoch(self, evaluate: bool = True, statistics: bytes | None = None, *,
+                     keep_checkpoint: bool = False) -> dict[str, Any]:
         """Checkpoint (weights and momentum) at an epoch's end, and the validation metric
         measured here (NaN with ``evaluate=False``: the engine measures it on a worker, and
         passes the BatchNorm ``statistics`` it measured with, which the server takes in place
-        of its own, as evaluating here re-estimates them in place)."""
+        of its own, as evaluating here re-estimates them in place). With
+        ``keep_checkpoint`` the checkpoint stays here for :meth:`kept_checkpoint` instead of
+        riding in the reply: the engine fetches it while the next epoch trains."""
+        out = self._finish(evaluate, statistics)
+        if keep_checkpoint:
+            self.kept = (self.epoch, out.pop("checkpoint"))
+        return out
+
+    def kept_checkpoint(self, epoch: int) -> bytes:
+        """The checkpoint :meth:`finish_epoch` kept for ``epoch``."""
+        kept_epoch, frame = self.kept
+        if kept_epoch != epoch:
+            raise RuntimeError(f"the server keeps the checkpoint of epoch {kept_epoch}, "
+                               f"not of epoch {epoch}")
+        return frame
+
+    def _finish(self, evaluate: bool, statistics: bytes | None) -> dict[str, Any]:
         with self.lock:
             t0 = time.perf_counter()
             if statistics is not None:
                 load_statistics(self.model, statistics)
             with emulated_compute(self.stretch):
                 accuracy = self._accuracy() if evaluate else float("nan")
-            state = self._checkpoint()
+            checkpoint = checkpoint_frame(self.flat, self.flat_params, self.opt,
+                                          self.compression,  # type: ignore[arg-type]
+                                          {"epoch": self.epoch, "updates": self.updates})
             ids = np.concatenate(self.applied) if self.applied else np.zeros(0, np.int64)
-            checkpoint = encode(state, compression=self.compression,  # type: ignore[arg-type]
-                                meta={"epoch": self.epoch, "updates": self.updates})
             return {"epoch": self.epoch, "val_accuracy": accuracy, "checkpoint": checkpoint,
                     "applied_ids": encode({"ids": ids}), "updates": self.updates,
                     "push_seconds": self.push_seconds,

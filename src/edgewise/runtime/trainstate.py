@@ -18,8 +18,9 @@ never learn its statistics and would validate with wrong ones.
 pull's weights and a push's gradients, in half precision instead (``bfloat16`` or
 ``float16``): half the bytes on every link, as Horovod's ``Compression.fp16`` and DDP's
 ``fp16_compress_hook`` do for gradients. The receiver widens them to ``float32`` at once;
-the server's weights and optimiser state stay ``float32``, buffers and ids travel as they
-are.
+the server's weights and optimiser state stay ``float32`` (the workers compute with a
+rounded copy, as mixed-precision training does), buffers and ids travel as they are. A
+worker's pushes carry their rounding forward (error feedback, :meth:`FlatState._fed_back`).
 """
 
 from __future__ import annotations
@@ -124,6 +125,7 @@ class FlatState:
                 self.grads[key] = torch.zeros_like(flat)
         self._attach_grads()
         self.pulled = {k: v.clone() for k, v in self.flats.items() if k.startswith("b.")}
+        self.residuals: dict[str, torch.Tensor] = {}  # a narrowed wire's error feedback
         self.nbytes = sum(t.numel() * t.element_size() for t in self.flats.values())
 
     def _attach_grads(self) -> None:
@@ -192,8 +194,26 @@ class FlatState:
         (what a push sends); ``base``: the server version the weights came from."""
         buffers = {k: self.flats[k] - pulled for k, pulled in self.pulled.items()}
         meta = {} if base is None else {"base": int(base)}
-        return self._frame({**self.grads, **buffers, "ids": torch.from_numpy(ids)},
+        return self._frame({**self._fed_back(), **buffers, "ids": torch.from_numpy(ids)},
                            compression, meta)
+
+    def _fed_back(self) -> dict[str, torch.Tensor]:
+        """The gradients to push: as they are at float32; in a narrower wire dtype with
+        error feedback (Seide et al., 1-bit SGD, 2014; Karimireddy et al., EF-SGD, 2019):
+        the rounding the last push lost is added before rounding this one, and this one's
+        is kept for the next, so the server receives every gradient in full over time."""
+        if self.wire == torch.float32:
+            return self.grads
+        out = {}
+        for key, grad in self.grads.items():
+            if grad.dtype != torch.float32:
+                out[key] = grad
+                continue
+            residual = self.residuals.setdefault(key, torch.zeros_like(grad))
+            residual.add_(grad)
+            out[key] = residual.to(self.wire)
+            residual.sub_(out[key])
+        return out
 
     def _check(self, decoded: Decoded, keys: Iterable[str]) -> None:
         sizes = decoded.meta.get("sizes", {})
@@ -204,15 +224,19 @@ class FlatState:
                     sizes.get(key) != array.size:
                 raise TransportError(f"frame's {key} does not match this model's layout")
 
-    def load_weights(self, frame: Frame | Decoded) -> None:
-        """Copy a weights frame into the model, in place (one copy per flat tensor)."""
+    def load_weights(self, frame: Frame | Decoded, *, change: bool = False) -> None:
+        """Copy a weights frame into the model, in place (one copy per flat tensor); with
+        ``change``, add its floating parameters instead (``runtime.syncdelta``)."""
         decoded = frame if isinstance(frame, Decoded) else decode(frame_view(frame))
         self._check(decoded, self.flats)
         owned = to_torch(Decoded({k: decoded.arrays[k] for k in self.flats},
                                  decoded.dtypes, decoded.meta))
         with torch.no_grad():
             for key, flat in self.flats.items():
-                flat.copy_(owned[key])
+                if change and key.startswith("p.") and flat.is_floating_point():
+                    flat.add_(owned[key])
+                else:
+                    flat.copy_(owned[key])
             for key, pulled in self.pulled.items():
                 pulled.copy_(self.flats[key])
 

@@ -23,6 +23,7 @@ from edgewise.runtime.evaluate import calibration_samples, statistics_frame, val
 from edgewise.runtime.heartbeat import Heartbeat
 from edgewise.runtime.psplane import LEAVE, PULL, PUSH_ASYNC, PUSH_SYNC, PlaneClient
 from edgewise.runtime.shaping import ByteCounter, ShapedLink
+from edgewise.runtime.syncdelta import check_delta
 from edgewise.runtime.trainstate import FlatState, Frame, frame_view, read_frames
 from edgewise.runtime.transport import carry
 from edgewise.wire.frames import WireDtype, decode
@@ -95,7 +96,7 @@ class Worker:
         raw = sum(a.nbytes for a in decoded.arrays.values())
         carry(self.ps_link, len(frame), self.counter, raw_bytes=raw)
         self.received.record(self.ps_link.key, raw_bytes=raw, wire_bytes=len(frame))
-        self.flat.load_weights(decoded)
+        self.flat.load_weights(decoded, change=check_delta(decoded.meta, self.version))
         self.version = int(decoded.meta.get("updates", 0))
 
     def _gradients(self, index: np.ndarray) -> None:

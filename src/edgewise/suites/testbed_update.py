@@ -46,7 +46,8 @@ def profile_config(device_type: str, memory_mb: int, quick: bool, seed: int) -> 
     sizes (48 samples, above the fit's 40-row minimum), shorter samples when ``quick``."""
     return ProfileConfig(tuple(device_grid(memory_mb)), batch_sizes=(16, 32, 64, 128),
                          step_s=1.0 if quick else 1.5, settle_s=0.5 if quick else 1.0,
-                         device_type=device_type, seed=seed)
+                         device_type=device_type, seed=seed,
+                         wire_dtype="float32")  # the bench's update trains async at float32
 
 
 def profile_testbed(runtime: RayRuntime, folder: Path, quick: bool, seed: int,

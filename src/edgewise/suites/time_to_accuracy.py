@@ -329,8 +329,9 @@ SPEC = BenchSpec(
                          kind="str"),
              BenchOption("skip_scaling", False, "leave out the parameter-server scaling "
                          "runs", kind="bool"),
-             BenchOption("wire_dtype", "float32", "what the engine's arms send weights and "
-                         "gradients as: float32, bfloat16 or float16", kind="str"),
+             BenchOption("wire_dtype", "auto", "what the engine's arms send weights and "
+                         "gradients as: float32, bfloat16, float16, or auto (bfloat16 for "
+                         "the sync arms, float32 for the async ones)", kind="str"),
              BenchOption("where", "auto", "testbed (the kernel-enforced testbed; root), "
                          "emulated (this host), or auto: the testbed where the host can run "
                          "one", kind="str"),

@@ -13,7 +13,7 @@ import numpy as np
 
 from edgewise.cluster.examples import example_path
 from edgewise.runtime.ray_cluster import RayRuntime
-from edgewise.wire.frames import WireDtype
+from edgewise.wire.frames import WireChoice
 
 __all__ = ["ArmResult", "TTASetup", "app_misses", "curve_of", "edgewise_arm",
            "measured_noise_scale", "shapes_setup"]
@@ -29,7 +29,7 @@ class TTASetup:
     target: float
     learning_rate: float = 0.003
     lr_schedule: Literal["constant", "cosine"] = "cosine"
-    wire_dtype: WireDtype = "float32"  # the engine's arms' weights and gradients on the wire
+    wire_dtype: WireChoice = "auto"  # the engine's arms' weights and gradients on the wire
 
 
 @dataclass(frozen=True, slots=True)

@@ -185,8 +185,14 @@ def _events(spec: TrainJobSpec, ctx: JobContext) -> Any:
             done[0] = step / spec.epochs
             ctx.progress(done[0], epoch=step, epochs=spec.epochs,
                          val_accuracy=r.val_accuracy)
-            ctx.event("checkpoint", f"epoch {step} done, accuracy {r.val_accuracy:.3f}",
+            ctx.event("epoch", f"epoch {step} done, accuracy {r.val_accuracy:.3f}",
                       epoch=step)
+        elif kind == "checkpoint":  # the epoch's checkpoint landed (runtime.shipping)
+            ctx.event("checkpoint", f"epoch {data['epoch'] + 1} checkpointed",
+                      epoch=data["epoch"] + 1)
+        elif kind == "epoch_lost":
+            ctx.event("fault", f"epoch {data['epoch'] + 1}'s checkpoint was lost with its "
+                      "server; the epoch runs again", epoch=data["epoch"] + 1)
         elif kind == "interrupted":
             i: Interruption = data["interruption"]
             ctx.event("fault", f"lost {i.member} on {i.device}: {i.reason}", device=i.device,

@@ -10,7 +10,7 @@ from edgewise.jobs import MAX_DEVICES, BatchSize, DeviceName, ShardSize
 from edgewise.jobs.workload import HttpWorkload
 from edgewise.runtime.loops import DEFAULT_MODE, Mode
 from edgewise.update.models import CALIBRATED, NAME_PATTERN
-from edgewise.wire.frames import WireDtype
+from edgewise.wire.frames import WireChoice
 
 __all__ = [
     "CALIBRATED",
@@ -156,7 +156,7 @@ class LaunchRequest(BaseModel):
     shards: dict[DeviceName, ShardSize] = Field(min_length=1, max_length=MAX_WORKERS)
     batch_sizes: dict[DeviceName, BatchSize] | None = Field(default=None, max_length=MAX_WORKERS)
     mode: Mode = DEFAULT_MODE
-    wire_dtype: WireDtype = "float32"
+    wire_dtype: WireChoice = "auto"
     epochs: int = Field(default=5, ge=1, le=100)
     learning_rate: float = Field(default=0.01, gt=0, le=10)
     seed: int = Field(default=0, ge=0, le=MAX_SEED)
@@ -226,9 +226,10 @@ class TrainJobSpec(BaseModel):
         default=DEFAULT_MODE, description="the loop: sync (balanced steps; the default), "
         "async (stale gradients treated) or async-paper (Deep-Edge's: every gradient applied "
         "as it arrives)")
-    wire_dtype: WireDtype = Field(
-        default="float32", description="what weights and gradients travel as between the "
-        "server and its workers: float32, or bfloat16/float16 (half the bytes)")
+    wire_dtype: WireChoice = Field(
+        default="auto", description="what weights and gradients travel as between the "
+        "server and its workers: float32, or bfloat16/float16 (half the bytes); auto: "
+        "bfloat16 for the sync loop, float32 for the others")
     epochs: int = Field(default=5, ge=1, le=100)
     policy: Literal["deep-edge", "deep-edge-goodput", "fair", "equal"] = Field(
         default="equal", description="how shards and batches are planned without ``shards``")

@@ -21,9 +21,9 @@ if TYPE_CHECKING:
 from edgewise.errors import ConfigError, EdgewiseError
 
 __all__ = [
-    "DEFAULT_MAX_DECODED_BYTES", "DTYPES", "MAGIC", "MAX_HEADER_BYTES", "VERSION", "WIRE_DTYPES",
-    "Array", "Codec", "Decoded", "TensorLike", "TransportError", "WireDtype", "decode", "encode",
-    "raw_nbytes", "to_torch", "wire_dtype_named",
+    "DEFAULT_MAX_DECODED_BYTES", "DTYPES", "MAGIC", "MAX_HEADER_BYTES", "VERSION", "WIRE_CHOICES",
+    "WIRE_DTYPES", "Array", "Codec", "Decoded", "TensorLike", "TransportError", "WireChoice",
+    "WireDtype", "decode", "encode", "raw_nbytes", "resolve_wire", "to_torch", "wire_dtype_named",
 ]  # fmt: skip
 
 MAGIC: Final = b"EWTF"
@@ -75,15 +75,28 @@ Codec = Literal["lz4", "none"]
 #: What a frame's float32 weights or gradients may travel as (runtime.trainstate).
 WireDtype = Literal["float32", "bfloat16", "float16"]
 WIRE_DTYPES: Final[tuple[WireDtype, ...]] = ("float32", "bfloat16", "float16")
+#: What a user may ask for: a wire dtype, or ``auto`` (:func:`resolve_wire`).
+WireChoice = Literal["auto", "float32", "bfloat16", "float16"]
+WIRE_CHOICES: Final[tuple[WireChoice, ...]] = ("auto", *WIRE_DTYPES)
 
 
-def wire_dtype_named(value: str, field: str) -> WireDtype:
-    """``value`` as a :data:`WireDtype`; ConfigError naming ``field`` (the flag or setting
+def wire_dtype_named(value: str, field: str) -> WireChoice:
+    """``value`` as a :data:`WireChoice`; ConfigError naming ``field`` (the flag or setting
     the user wrote it in) if it is none."""
-    for known in WIRE_DTYPES:
+    for known in WIRE_CHOICES:
         if value == known:
             return known
-    raise ConfigError(f"must be one of {', '.join(WIRE_DTYPES)}, got {value!r}", field=field)
+    raise ConfigError(f"must be one of {', '.join(WIRE_CHOICES)}, got {value!r}", field=field)
+
+
+def resolve_wire(choice: WireChoice, synchronous: bool) -> WireDtype:
+    """The wire dtype ``choice`` stands for: ``auto`` is ``bfloat16`` for a synchronous
+    loop, whose replies are rounded changes with error feedback both ways
+    (``runtime.syncdelta``), and ``float32`` for an asynchronous one, whose replies would
+    be rounded weights (docs/runtime.md, "Half precision on the wire")."""
+    if choice == "auto":
+        return "bfloat16" if synchronous else "float32"
+    return choice
 
 TensorLike: TypeAlias = "torch.Tensor | npt.NDArray[Any] | np.generic"
 Array = npt.NDArray[Any]
