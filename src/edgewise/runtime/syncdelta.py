@@ -44,8 +44,8 @@ class SyncDeltas:
 
     def full_frame(self, compression: Codec, meta: Mapping[str, Any]) -> bytes:
         """The shadow at float32 and the buffers as they are (what a pull returns)."""
-        return self.flat._frame({**self.flat.flats, **self.shadow}, compression, meta,
-                                narrow=False)
+        return self.flat.frame({**self.flat.flats, **self.shadow}, compression, meta,
+                               narrow=False)
 
     def delta_frame(self, version: int, compression: Codec) -> bytes:
         """The server's weights (at ``version``) minus the shadow, in the wire dtype, with
@@ -56,8 +56,8 @@ class SyncDeltas:
             shadow.add_(changes[key])
         meta = {"updates": version, DELTA_FROM: self.version}
         self.version = version
-        return self.flat._frame({**self.flat.flats, **changes}, compression, meta,
-                                narrow=False)
+        return self.flat.frame({**self.flat.flats, **changes}, compression, meta,
+                               narrow=False)
 
 
 def check_delta(meta: Mapping[str, Any], version: int) -> bool:

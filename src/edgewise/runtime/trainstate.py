@@ -173,8 +173,10 @@ class FlatState:
         return {k: v.to(self.wire) if k.startswith("p.") and v.dtype == torch.float32 else v
                 for k, v in tensors.items()}
 
-    def _frame(self, tensors: Mapping[str, torch.Tensor], compression: Codec,
-               meta: Mapping[str, Any], narrow: bool = True) -> bytes:
+    def frame(self, tensors: Mapping[str, torch.Tensor], compression: Codec,
+              meta: Mapping[str, Any], narrow: bool = True) -> bytes:
+        """A frame of ``tensors`` (this model's flat tensors, or ones of their layout), the
+        float32 parameters' narrowed to the wire dtype with ``narrow``; LZ4 where it pays."""
         tensors = self._narrowed(tensors) if narrow else dict(tensors)
         sizes = {k: int(v.numel()) for k, v in tensors.items() if k != "ids"}
         largest = max(tensors.values(), key=lambda t: t.numel() * t.element_size())
@@ -186,7 +188,7 @@ class FlatState:
         """Parameters and buffers (what a pull returns); ``narrow=False``: the parameters
         at float32 whatever the wire dtype (what an evaluation of the server's weights
         reads)."""
-        return self._frame(self.flats, compression, meta, narrow)
+        return self.frame(self.flats, compression, meta, narrow)
 
     def gradients_frame(self, ids: NDArray[np.int64], compression: Codec,
                         base: int | None = None) -> bytes:
@@ -194,8 +196,8 @@ class FlatState:
         (what a push sends); ``base``: the server version the weights came from."""
         buffers = {k: self.flats[k] - pulled for k, pulled in self.pulled.items()}
         meta = {} if base is None else {"base": int(base)}
-        return self._frame({**self._fed_back(), **buffers, "ids": torch.from_numpy(ids)},
-                           compression, meta)
+        return self.frame({**self._fed_back(), **buffers, "ids": torch.from_numpy(ids)},
+                          compression, meta)
 
     def _fed_back(self) -> dict[str, torch.Tensor]:
         """The gradients to push: as they are at float32; in a narrower wire dtype with
