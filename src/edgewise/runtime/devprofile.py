@@ -35,7 +35,7 @@ from edgewise.runtime.shaping import ByteCounter, ShapedLink
 from edgewise.runtime.trainstate import FlatState
 from edgewise.runtime.transport import carry
 from edgewise.runtime.vessel_pool import release_members
-from edgewise.wire.frames import WireDtype, encode
+from edgewise.wire.frames import encode
 
 __all__ = ["DeviceProbe", "DeviceProfiler", "device_grid", "device_state", "profile_device"]
 
@@ -49,11 +49,10 @@ class DeviceProfiler:
     to the parameter server ``ps`` over ``ps_link`` and the pull of its new weights."""
 
     def __init__(self, config: ProfileConfig, ps: Any, ps_link: Link,
-                 ps_state: State | None, compression: str = "lz4",
-                 wire_dtype: WireDtype = "float32") -> None:
+                 ps_state: State | None, compression: str = "lz4") -> None:
         torch.set_num_threads(1)
         self.ps, self.link, self.counter = ps, ShapedLink(ps_link), ByteCounter()
-        self.compression, self.wire_dtype = compression, wire_dtype
+        self.compression, self.wire_dtype = compression, config.wire_dtype
         self.flat: FlatState | None = None
         self.profiler = PointProfiler(config, self._push, ps_state)
 
@@ -167,8 +166,8 @@ class _Members:
 def _start(runtime: RayRuntime, device: str, config: ProfileConfig,
            companions: Sequence[str], ps_device: str, seed: int) -> _Members:
     # the profiler pushes as the run will (``config.wire_dtype``); its pushes are
-    # asynchronous, so its replies are rounded weights: the bytes of a synchronous step's
-    # rounded changes (runtime.syncdelta), which need every worker in step
+    # asynchronous, so its replies are rounded weights, as many bytes before LZ4 as a
+    # synchronous step's rounded changes (runtime.syncdelta), which need every worker in step
     spec = replace(MemberSpec.of(TrainConfig(seed=seed, workload=config.workload,
                                              wire_dtype=config.wire_dtype)), sync_deltas=False)
     val = _validation(config.workload, seed)
@@ -179,8 +178,7 @@ def _start(runtime: RayRuntime, device: str, config: ProfileConfig,
     def member(where: str, cfg: ProfileConfig) -> Any:
         options = runtime.actor_options(where, spec.memory_mb)
         return DeviceProfiler.options(**options).remote(  # type: ignore[attr-defined]
-            cfg, ps, runtime.transport_link(where, ps_device), ps_state, spec.compression,
-            spec.wire_dtype)
+            cfg, ps, runtime.transport_link(where, ps_device), ps_state, spec.compression)
 
     quiet = replace(config, app_kind="")
     return _Members(member(device, config), tuple(member(c, quiet) for c in companions), ps)

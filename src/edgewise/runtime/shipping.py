@@ -3,9 +3,9 @@ epoch trains.
 
 The checkpoint (weights, buffers and the optimiser's state: three times the model) used to
 ride in the reply to the epoch's last call, so every epoch waited for it to cross the
-server's link: 4.9 MB of MobileNetV2 ×0.35 with Adam is about 39 ms of device time on the
-Deep-Edge testbed's 1 Gbit/s links, 45 ms with its encoding on the server's Raspberry Pi,
-against an epoch of about 0.55 s (docs/runtime.md, "The checkpoint in the background").
+server's link: 4.9 MB of MobileNetV2 ×0.35 with Adam is 39 ms of device time on one of the
+Deep-Edge testbed's 1 Gbit/s links by the rate alone, and the call took 44-50 device ms of
+an epoch of about 0.55 s (docs/runtime.md, at each epoch's end).
 Now the server keeps it (``ParameterServer.finish_epoch(keep_checkpoint=True)``) and a
 thread of the driver fetches it (``kept_checkpoint``) while the next epoch runs, as
 asynchronous checkpointing does (PyTorch's ``torch.distributed.checkpoint.async_save``).

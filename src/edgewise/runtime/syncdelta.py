@@ -71,4 +71,3 @@ def check_delta(meta: Mapping[str, Any], version: int) -> bool:
         raise TransportError(f"a change from version {start} reached weights of version "
                              f"{version}")
     return True
-

@@ -98,6 +98,7 @@ def resolve_wire(choice: WireChoice, synchronous: bool) -> WireDtype:
         return "bfloat16" if synchronous else "float32"
     return choice
 
+
 TensorLike: TypeAlias = "torch.Tensor | npt.NDArray[Any] | np.generic"
 Array = npt.NDArray[Any]
 
