@@ -249,7 +249,8 @@ def test_the_auto_wire_is_bfloat16_changes_for_sync_and_float32_for_async() -> N
     assert TrainConfig().wire_dtype == "auto"
     cases = {("auto", "sync"): ("bfloat16", True), ("auto", "async"): ("float32", False),
              ("auto", "async-paper"): ("float32", False), ("float32", "sync"): ("float32", False),
-             ("float16", "async"): ("float16", False), ("float16", "sync"): ("float16", True)}
+             ("float16", "async"): ("float16", False), ("float16", "sync"): ("float16", True),
+             ("int8", "sync"): ("int8", True)}
     for (choice, mode), (wire, changes) in cases.items():
         config = TrainConfig(mode=mode, wire_dtype=choice)  # type: ignore[arg-type]
         spec = MemberSpec.of(config)

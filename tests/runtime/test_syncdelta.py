@@ -8,9 +8,10 @@ import pytest
 import torch
 from torch import nn
 
+from edgewise.runtime.narrowing import rounded
 from edgewise.runtime.syncdelta import SyncDeltas, check_delta
 from edgewise.runtime.trainstate import FlatState
-from edgewise.wire.frames import TransportError, decode
+from edgewise.wire.frames import TransportError, WireDtype, decode
 
 
 def _model(seed: int) -> nn.Module:
@@ -24,15 +25,14 @@ def _load(worker: FlatState, frame: bytes, version: int) -> int:
     return int(meta["updates"])
 
 
-@pytest.mark.parametrize("wire", ["bfloat16", "float16"])
-def test_workers_hold_the_shadow_and_the_shadow_follows_the_weights(wire: str) -> None:
-    server = FlatState(_model(0), wire)  # type: ignore[arg-type]
-    workers = [FlatState(_model(i + 1), wire) for i in range(2)]  # type: ignore[arg-type]
+@pytest.mark.parametrize("wire", ["bfloat16", "float16", "int8"])
+def test_workers_hold_the_shadow_and_the_shadow_follows_the_weights(wire: WireDtype) -> None:
+    server = FlatState(_model(0), wire)
+    workers = [FlatState(_model(i + 1), wire) for i in range(2)]
     deltas = SyncDeltas(server, version=0)
     versions = [_load(w, deltas.full_frame("none", {"updates": 0}), -1) for w in workers]
     weights = server.flats["p.float32"]
     g = torch.Generator().manual_seed(3)
-    half = getattr(torch, wire)
     for step in range(1, 60):
         with torch.no_grad():  # an optimiser's step: small changes to every weight
             weights.add_(1e-3 * torch.randn(weights.shape, generator=g))
@@ -45,8 +45,8 @@ def test_workers_hold_the_shadow_and_the_shadow_follows_the_weights(wire: str) -
         assert torch.equal(worker.flats["b.float32"], server.flats["b.float32"])
     assert versions == [59, 59]
     off = (shadow - weights).abs().max()
-    rounded = (weights.to(half).float() - weights).abs().max()
-    assert off < rounded / 8
+    weights_rounded = (rounded(weights, wire) - weights).abs().max()
+    assert off < weights_rounded / 8
     assert off <= (1e-3 * 5) * 2.0**-7  # one rounding of one step's change, at most
 
 

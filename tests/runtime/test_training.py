@@ -124,19 +124,23 @@ def test_an_overlapped_push_is_one_version_stale_and_loses_no_sample(
 
 
 
-def test_a_half_precision_wire_halves_the_replies_and_still_learns(runtime: RayRuntime) -> None:
-    """``wire_dtype="bfloat16"`` reaches the server and the worker through the engine: one
-    worker's replies (the steps' changes in half precision, ``runtime.syncdelta``, which LZ4
-    may shrink further; the epoch's first pull at float32) are at most about half the bytes
-    of a float32 run's, every sample is trained once, and it learns (chance is 0.1)."""
+def test_a_narrowed_wire_shrinks_the_replies_and_still_learns(runtime: RayRuntime) -> None:
+    """``wire_dtype`` ``bfloat16`` and ``int8`` reach the server and the worker through the
+    engine: one worker's replies (the steps' changes narrowed, ``runtime.syncdelta``, which
+    LZ4 may shrink further; the epoch's first pull at float32) are at most about half (a
+    quarter, and the first pull) of the bytes of a float32 run's, every sample is trained
+    once, and it learns (chance is 0.1)."""
     plan = equal_plan(runtime.cluster, len(TRAIN_IDS), exclude=frozenset({"nano-1", "nano-2"}))
     runs = {wire: train(runtime, _quiet(mode="sync", epochs=1, wire_dtype=wire), plan)
-            for wire in ("float32", "bfloat16")}
+            for wire in ("float32", "bfloat16", "int8")}
     received = {wire: sum(t["wire_bytes_received"] for t in r.transport_bytes.values())
                 for wire, r in runs.items()}
     assert received["bfloat16"] / received["float32"] < 0.55, received
-    _assert_each_sample_once(runs["bfloat16"])
-    assert runs["bfloat16"].epochs[-1].val_accuracy > 0.5
+    assert received["int8"] / received["float32"] < 0.35, received
+    for wire in ("bfloat16", "int8"):
+        _assert_each_sample_once(runs[wire])
+        assert runs[wire].epochs[-1].val_accuracy > 0.5, wire
+
 
 def test_sync_training_with_unequal_shards_takes_balanced_steps(runtime: RayRuntime) -> None:
     plan = equal_plan(runtime.cluster, len(TRAIN_IDS))

@@ -7,8 +7,9 @@ import pytest
 import torch
 from torch import nn
 
+from edgewise.runtime.narrowing import rounded
 from edgewise.runtime.trainstate import FlatState, mean_pushes
-from edgewise.wire.frames import TransportError
+from edgewise.wire.frames import TransportError, WireDtype
 
 
 def _model(seed: int) -> nn.Module:
@@ -149,23 +150,22 @@ def test_half_precision_frames_carry_the_rounded_values_in_half_the_bytes(wire: 
         assert torch.equal(a, b)
 
 
-@pytest.mark.parametrize("wire", ["bfloat16", "float16"])
-def test_a_narrowed_push_carries_its_rounding_into_the_next(wire: str) -> None:
+@pytest.mark.parametrize("wire", ["bfloat16", "float16", "int8"])
+def test_a_narrowed_push_carries_its_rounding_into_the_next(wire: WireDtype) -> None:
     """Error feedback: each push is the gradient plus what the last push's rounding lost,
     rounded; so what the server received over many pushes sums to what the worker computed,
     short of one rounding (the residual), where rounding each alone would drift."""
-    server, worker = FlatState(_model(0), wire), FlatState(_model(1), wire)  # type: ignore[arg-type]
-    half = getattr(torch, wire)
+    server, worker = FlatState(_model(0), wire), FlatState(_model(1), wire)
     computed = torch.zeros_like(worker.grads["p.float32"])
     received, alone = torch.zeros_like(computed), torch.zeros_like(computed)
     for step in range(40):
         _backward(worker, seed=step)
         sent = worker.grads["p.float32"]
         computed += sent
-        alone += sent.to(half).float()
+        alone += rounded(sent, wire)
         pushed = server.read_push(worker.gradients_frame(np.arange(5), "none"))
         got = pushed.flats["p.float32"]
-        assert torch.equal(got, got.to(half).float())  # it travelled narrowed
+        assert torch.allclose(got, rounded(got, wire), rtol=1e-6, atol=0)  # it travelled narrowed
         received += got
     residual = worker.residuals["p.float32"]
     assert torch.allclose(received + residual, computed, rtol=0, atol=1e-5)
@@ -177,7 +177,11 @@ def test_an_unknown_wire_dtype_is_refused() -> None:
     from edgewise.runtime.plan import TrainConfig
 
     with pytest.raises(TransportError, match="wire dtype"):
-        FlatState(_model(0), "int8")  # type: ignore[arg-type]
+        FlatState(_model(0), "int4")  # type: ignore[arg-type]
     with pytest.raises(ConfigError) as caught:
         TrainConfig(wire_dtype="float64")  # type: ignore[arg-type]
     assert caught.value.field == "wire_dtype"
+    with pytest.raises(ConfigError, match="int8 needs the sync loop") as caught:
+        TrainConfig(mode="async", wire_dtype="int8")
+    assert caught.value.field == "wire_dtype"
+    assert TrainConfig(mode="sync", wire_dtype="int8").wire == "int8"

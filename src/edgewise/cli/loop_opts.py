@@ -26,7 +26,8 @@ WireOpt = typer.Option(
     "auto", "--wire-dtype",
     help="what weights and gradients travel as between the parameter server and its "
          "workers: float32 (as they are), bfloat16 or float16 (half the bytes; the server "
-         "keeps float32 weights), or auto: bfloat16 for the sync loop (whose replies are "
+         "keeps float32 weights), int8 (a quarter, a scale per 256 values; the sync loop "
+         "only), or auto: bfloat16 for the sync loop (whose replies are "
          "rounded changes, with error feedback both ways), float32 for the others")
 
 

@@ -50,8 +50,10 @@ class TrainConfig:
     and cost more in accuracy (docs/runtime.md, "Overlapped pushes")."""
     wire_dtype: WireChoice = "auto"
     """What the weights and gradients travel as between the server and its workers:
-    ``float32`` as they are, or ``bfloat16``/``float16`` (half the bytes; the server's
-    weights and optimiser state stay float32; runtime.trainstate, runtime.syncdelta);
+    ``float32`` as they are, ``bfloat16``/``float16`` (half the bytes; the server's
+    weights and optimiser state stay float32; runtime.trainstate, runtime.syncdelta), or
+    ``int8`` (a quarter, with a scale per block of 256; the ``sync`` loop only:
+    runtime.narrowing);
     ``auto``: ``bfloat16`` for the ``sync`` loop, ``float32`` for the others
     (:attr:`wire`)."""
     ps_transport: Literal["socket", "ray"] = "socket"
@@ -64,6 +66,10 @@ class TrainConfig:
             raise ConfigError(f"must be one of {', '.join(MODES)}, got {self.mode!r}",
                               field="mode")
         wire_dtype_named(self.wire_dtype, "wire_dtype")
+        if self.wire_dtype == "int8" and self.mode != "sync":
+            raise ConfigError("int8 needs the sync loop, whose replies are changes with error "
+                              "feedback; an asynchronous reply would be the weights in 8 bits",
+                              field="wire_dtype")
         if self.ps_transport not in ("socket", "ray"):
             raise ConfigError(f"must be socket or ray, got {self.ps_transport!r}",
                               field="ps_transport")

@@ -101,7 +101,7 @@ class ParameterServer:
                                                   self.opt)
         # a synchronous run's replies on a narrowed wire: changes, not weights (syncdelta)
         self.deltas = SyncDeltas(self.flat, self.updates) \
-            if sync_deltas and self.flat.wire != torch.float32 else None
+            if sync_deltas and self.flat.wire != "float32" else None
         self.cached_change: tuple[int, Frame] = (-1, np.zeros(0, np.uint8))
         # the workers' pushes and pulls: over sockets of their own (runtime.psplane), or
         # as Ray calls (transport "ray"; then this server opens no port)
@@ -293,7 +293,7 @@ class ParameterServer:
         evaluating worker: the metric is the server's weights', not a rounded copy's (not
         a pull: no staleness is counted for it)."""
         with self.lock:
-            if self.flat.wire == torch.float32:
+            if self.flat.wire == "float32":
                 return self._weights()
             frame = self.flat.weights_frame(self.compression,  # type: ignore[arg-type]
                                             {"updates": self.updates}, narrow=False)

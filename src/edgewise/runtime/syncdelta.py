@@ -24,6 +24,7 @@ from typing import Any
 
 import torch
 
+from edgewise.runtime.narrowing import narrow, widen
 from edgewise.runtime.trainstate import FlatState
 from edgewise.wire.frames import Codec, TransportError
 
@@ -50,10 +51,11 @@ class SyncDeltas:
     def delta_frame(self, version: int, compression: Codec) -> bytes:
         """The server's weights (at ``version``) minus the shadow, in the wire dtype, with
         the buffers; the shadow takes the rounded change (what a synchronous reply returns)."""
-        changes = {}
+        changes: dict[str, torch.Tensor] = {}
         for key, shadow in self.shadow.items():
-            changes[key] = (self.flat.flats[key] - shadow).to(self.flat.wire)
-            shadow.add_(changes[key])
+            sent = narrow(key, self.flat.flats[key] - shadow, self.flat.wire)
+            shadow.add_(widen(sent)[key])
+            changes |= sent
         meta = {"updates": version, DELTA_FROM: self.version}
         self.version = version
         return self.flat.frame({**self.flat.flats, **changes}, compression, meta,

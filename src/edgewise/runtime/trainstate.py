@@ -37,6 +37,7 @@ from torch import nn
 
 from edgewise.nn.data import Dataset
 from edgewise.nn.workload import Workload, sample_shape, unpack
+from edgewise.runtime.narrowing import SCALE_SUFFIX, narrow, widen
 from edgewise.wire.frames import (
     WIRE_DTYPES,
     Codec,
@@ -114,7 +115,7 @@ class FlatState:
             raise TransportError(f"wire dtype must be one of {', '.join(WIRE_DTYPES)}, "
                                  f"got {wire_dtype!r}")
         self.model = model
-        self.wire = getattr(torch, wire_dtype)
+        self.wire: WireDtype = wire_dtype
         self.params = [(n, p) for n, p in model.named_parameters()]
         self.buffers = [(n, b) for n, b in model.named_buffers()]
         self.flats = _flatten("p", [p for _, p in self.params])
@@ -168,10 +169,13 @@ class FlatState:
 
     def _narrowed(self, tensors: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         """``tensors`` with the float32 parameters' (``p.float32``) in the wire dtype."""
-        if self.wire == torch.float32:
-            return dict(tensors)
-        return {k: v.to(self.wire) if k.startswith("p.") and v.dtype == torch.float32 else v
-                for k, v in tensors.items()}
+        out: dict[str, torch.Tensor] = {}
+        for key, value in tensors.items():
+            if key.startswith("p.") and value.dtype == torch.float32:
+                out |= narrow(key, value, self.wire)
+            else:
+                out[key] = value
+        return out
 
     def frame(self, tensors: Mapping[str, torch.Tensor], compression: Codec,
               meta: Mapping[str, Any], narrow: bool = True) -> bytes:
@@ -197,14 +201,14 @@ class FlatState:
         buffers = {k: self.flats[k] - pulled for k, pulled in self.pulled.items()}
         meta = {} if base is None else {"base": int(base)}
         return self.frame({**self._fed_back(), **buffers, "ids": torch.from_numpy(ids)},
-                          compression, meta)
+                          compression, meta, narrow=False)  # _fed_back narrowed them
 
     def _fed_back(self) -> dict[str, torch.Tensor]:
         """The gradients to push: as they are at float32; in a narrower wire dtype with
         error feedback (Seide et al., 1-bit SGD, 2014; Karimireddy et al., EF-SGD, 2019):
         the rounding the last push lost is added before rounding this one, and this one's
         is kept for the next, so the server receives every gradient in full over time."""
-        if self.wire == torch.float32:
+        if self.wire == "float32":
             return self.grads
         out = {}
         for key, grad in self.grads.items():
@@ -213,8 +217,9 @@ class FlatState:
                 continue
             residual = self.residuals.setdefault(key, torch.zeros_like(grad))
             residual.add_(grad)
-            out[key] = residual.to(self.wire)
-            residual.sub_(out[key])
+            sent = narrow(key, residual, self.wire)
+            residual.sub_(widen(sent)[key])
+            out |= sent
         return out
 
     def _check(self, decoded: Decoded, keys: Iterable[str]) -> None:
@@ -231,8 +236,10 @@ class FlatState:
         ``change``, add its floating parameters instead (``runtime.syncdelta``)."""
         decoded = frame if isinstance(frame, Decoded) else decode(frame_view(frame))
         self._check(decoded, self.flats)
-        owned = to_torch(Decoded({k: decoded.arrays[k] for k in self.flats},
-                                 decoded.dtypes, decoded.meta))
+        keys = [*self.flats, *(k + SCALE_SUFFIX for k in self.flats
+                               if k + SCALE_SUFFIX in decoded.arrays)]
+        owned = widen(to_torch(Decoded({k: decoded.arrays[k] for k in keys}, decoded.dtypes,
+                                       decoded.meta)))
         with torch.no_grad():
             for key, flat in self.flats.items():
                 if change and key.startswith("p.") and flat.is_floating_point():
@@ -248,7 +255,7 @@ class FlatState:
         self._check(decoded, [*self.grads, *(k for k in self.flats if k.startswith("b."))])
         if "ids" not in decoded.arrays:
             raise TransportError("a gradients frame carries the ids of its samples")
-        owned = _widened(to_torch(decoded))
+        owned = widen(to_torch(decoded))
         ids = owned.pop("ids").numpy().astype(np.int64, copy=False)
         return Pushed(owned, ids, int(decoded.meta.get("base", -1)))
 
@@ -260,13 +267,6 @@ class FlatState:
                     self.grads[key].copy_(flat)
                 else:
                     self.flats[key].add_(flat)
-
-
-def _widened(tensors: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    """Half-precision tensors (a ``wire_dtype`` push's gradients) as float32; the rest as
-    they are."""
-    return {k: v.float() if v.dtype in (torch.bfloat16, torch.float16) else v
-            for k, v in tensors.items()}
 
 
 def mean_pushes(pushes: Sequence[Pushed]) -> dict[str, torch.Tensor]:

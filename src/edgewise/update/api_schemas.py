@@ -228,8 +228,9 @@ class TrainJobSpec(BaseModel):
         "as it arrives)")
     wire_dtype: WireChoice = Field(
         default="auto", description="what weights and gradients travel as between the "
-        "server and its workers: float32, or bfloat16/float16 (half the bytes); auto: "
-        "bfloat16 for the sync loop, float32 for the others")
+        "server and its workers: float32, bfloat16/float16 (half the bytes), or int8 (a "
+        "quarter, with a scale per 256 values; the sync loop only); auto: bfloat16 for the "
+        "sync loop, float32 for the others")
     epochs: int = Field(default=5, ge=1, le=100)
     policy: Literal["deep-edge", "deep-edge-goodput", "fair", "equal"] = Field(
         default="equal", description="how shards and batches are planned without ``shards``")
@@ -257,5 +258,8 @@ class TrainJobSpec(BaseModel):
             raise ValueError("worker names must be unique")
         if self.shards is None:
             _goodput_has_its_noise_scale(self.policy, self.noise_scale)
+        if self.wire_dtype == "int8" and self.mode != "sync":
+            raise ValueError("wire_dtype: int8 needs the sync loop (its replies are changes "
+                             "with error feedback)")
         return self
 
