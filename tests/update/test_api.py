@@ -348,7 +348,12 @@ def test_the_launcher_passes_the_wire_dtype_to_the_job_and_refuses_others() -> N
     launch = LaunchRequest(shards={"nano-0": 100, "nano-1": 100}, wire_dtype="bfloat16")
     assert _job_spec(launch).wire_dtype == "bfloat16"
     with pytest.raises(ValidationError, match="wire_dtype"):
-        LaunchRequest(shards={"nano-0": 100}, wire_dtype="int8")  # type: ignore[arg-type]
+        LaunchRequest(shards={"nano-0": 100}, wire_dtype="int4")  # type: ignore[arg-type]
+    assert LaunchRequest(shards={"nano-0": 100}, mode="sync", wire_dtype="int8").wire_dtype \
+        == "int8"
+    for schema in (LaunchRequest, TrainJobSpec):  # 8 bits are for the sync loop's changes
+        with pytest.raises(ValidationError, match="int8 needs the sync loop"):
+            schema(shards={"nano-0": 100}, mode="async", wire_dtype="int8")  # type: ignore[call-arg]
 
 
 def test_an_update_job_plans_with_goodput_and_its_noise_scale(cluster: Cluster) -> None:

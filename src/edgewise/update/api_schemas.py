@@ -46,6 +46,12 @@ NoiseScale = Annotated[float, Field(gt=0, le=1e9)]
 """A gradient noise scale B_simple, in samples (``runtime.noise_scale``)."""
 
 
+def _int8_is_sync(mode: str, wire_dtype: str) -> None:
+    if wire_dtype == "int8" and mode != "sync":
+        raise ValueError("wire_dtype: int8 needs the sync loop (its replies are changes with "
+                         "error feedback)")
+
+
 def _goodput_has_its_noise_scale(policy: str, noise_scale: float | None) -> None:
     if policy == "deep-edge-goodput" and noise_scale is None:
         raise ValueError("noise_scale: the deep-edge-goodput policy needs the gradient noise "
@@ -165,6 +171,11 @@ class LaunchRequest(BaseModel):
         default=None, description="the user's model and data (see the update job's spec); "
         "the shards must cover its training split")
 
+    @model_validator(mode="after")
+    def _wire_fits_the_loop(self) -> LaunchRequest:
+        _int8_is_sync(self.mode, self.wire_dtype)
+        return self
+
 
 class MonitorView(BaseModel):
     """The Resource Monitor: strikes per device, devices struck out, live metrics, and the
@@ -258,8 +269,6 @@ class TrainJobSpec(BaseModel):
             raise ValueError("worker names must be unique")
         if self.shards is None:
             _goodput_has_its_noise_scale(self.policy, self.noise_scale)
-        if self.wire_dtype == "int8" and self.mode != "sync":
-            raise ValueError("wire_dtype: int8 needs the sync loop (its replies are changes "
-                             "with error feedback)")
+        _int8_is_sync(self.mode, self.wire_dtype)
         return self
 
