@@ -142,6 +142,31 @@ def test_a_narrowed_wire_shrinks_the_replies_and_still_learns(runtime: RayRuntim
         assert runs[wire].epochs[-1].val_accuracy > 0.5, wire
 
 
+def test_readings_beside_the_next_epoch_are_the_readings_after_it(runtime: RayRuntime) -> None:
+    """``evaluation="beside"``: every epoch but the last is read while the next one trains,
+    on the evaluator's second network. The sync loop takes the same steps either way, so
+    the readings are the same; every sample is trained once; a reading's lag after its
+    epoch counts in the time to accuracy, and the last epoch's reading has none. A target
+    met by a reading beside stops the run after the epoch that trained meanwhile."""
+    plan = equal_plan(runtime.cluster, len(TRAIN_IDS))
+    after, beside = (train(runtime, _quiet(mode="sync", epochs=3, evaluation=e), plan)
+                     for e in ("after", "beside"))
+    assert [r.val_accuracy for r in beside.epochs] == \
+        pytest.approx([r.val_accuracy for r in after.epochs], abs=1e-6)
+    _assert_each_sample_once(beside)
+    lags = [r.reading_device_seconds for r in beside.epochs]
+    assert all(lag > 0 for lag in lags[:-1]) and lags[-1] == 0.0, lags
+    assert all(r.reading_device_seconds == 0.0 for r in after.epochs)
+    first = beside.epochs[0]
+    assert beside.time_to_accuracy(first.val_accuracy) == \
+        pytest.approx(first.device_seconds + lags[0])
+    stopped = train(runtime, _quiet(mode="sync", epochs=3, evaluation="beside",
+                                    target_accuracy=first.val_accuracy), plan)
+    assert stopped.stopped_early and len(stopped.epochs) == 2
+    assert stopped.epochs[0].val_accuracy == pytest.approx(first.val_accuracy, abs=1e-6)
+    assert not np.isnan(stopped.epochs[1].val_accuracy)  # read after: the run ends with it
+
+
 def test_sync_training_with_unequal_shards_takes_balanced_steps(runtime: RayRuntime) -> None:
     plan = equal_plan(runtime.cluster, len(TRAIN_IDS))
     shards = {"nano-0": 700, "nano-1": 500, "nano-2": 237}

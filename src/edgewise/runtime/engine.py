@@ -5,15 +5,14 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import replace
 from functools import partial
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import ray
-from numpy.typing import NDArray
 from ray.exceptions import RayError
 
 from edgewise.cluster.model import Cluster
@@ -28,7 +27,6 @@ from edgewise.runtime.launch import (
     Attempt,
     Interrupted,
     await_all,
-    evaluate_epoch,
     launch,
     monitor_handle,
     ps_get,
@@ -42,6 +40,8 @@ from edgewise.runtime.plan import (
     equal_plan,
 )
 from edgewise.runtime.ray_cluster import RayRuntime
+from edgewise.runtime.readings import evaluate_beside, evaluate_epoch
+from edgewise.runtime.records import EpochRecord, Interruption, TrainResult, time_to_accuracy
 from edgewise.runtime.shipping import Shipment, ship
 from edgewise.wire.frames import TransportError, decode
 
@@ -55,77 +55,6 @@ Events = Callable[[str, dict[str, Any]], None]
 
 #: Training samples the parameter server re-estimates BatchNorm statistics on.
 CALIBRATION_SAMPLES = 256
-
-
-@dataclass(frozen=True, slots=True)
-class EpochRecord:
-    """One completed epoch: its validation metric (``val_accuracy``, the workload's metric),
-    its time in wall seconds here and in device seconds (wall ÷ the runtime's time
-    dilation; equal on emulated clusters), the staleness of the updates it applied (mean
-    and max, in server versions), the ids of the samples it trained and, in the sync loop
-    with two workers or more, the gradient noise scale measured over its steps."""
-
-    epoch: int
-    val_accuracy: float
-    wall_seconds: float
-    samples_per_second: float
-    workers: tuple[str, ...]
-    applied_ids: NDArray[np.int64] = field(repr=False)
-    worker_stats: dict[str, dict[str, float]] = field(repr=False, default_factory=dict)
-    server_seconds: float = 0.0  # the parameter server's time serving async pushes
-    device_seconds: float = 0.0
-    staleness_mean: float = 0.0
-    staleness_max: int = 0
-    noise_scale: float | None = None  # the sync loop's B_simple, in samples (runtime.noise_scale)
-    validation_seconds: float = 0.0  # the epoch-end evaluation (on a worker), within wall_seconds
-    noise_scale_adam: float | None = None
-    """The same of the gradients preconditioned by Adam's step (Pollux's noise scale for Adam;
-    None with SGD, or before Adam's fifth step)."""
-
-
-def time_to_accuracy(epochs: Sequence[EpochRecord], target: float) -> float | None:
-    """Device seconds of training until the first epoch whose validation metric reached
-    ``target`` (the sum of the device seconds of the epochs up to it); None if none did."""
-    spent = 0.0
-    for r in epochs:
-        spent += r.device_seconds
-        if r.val_accuracy >= target:
-            return spent
-    return None
-
-
-@dataclass(frozen=True, slots=True)
-class Interruption:
-    """A lost worker or device, when it was detected and what followed."""
-
-    device: str
-    member: str
-    reason: str
-    epoch: int
-    detected_at: float
-    strikes: int
-
-
-@dataclass(frozen=True, slots=True)
-class TrainResult:
-    job_id: str
-    epochs: tuple[EpochRecord, ...]
-    interruptions: tuple[Interruption, ...]
-    final_plan: TrainPlan
-    strikes: dict[str, int]
-    shipped_bytes: dict[str, int]
-    transport_bytes: dict[str, dict[str, int]]
-    checkpoint: Path | None
-    seconds: float
-    stopped_early: bool = False
-
-    @property
-    def val_accuracy(self) -> float:
-        return self.epochs[-1].val_accuracy if self.epochs else float("nan")
-
-    def time_to_accuracy(self, target: float) -> float | None:
-        """Device seconds until validation accuracy first reached ``target``, or None."""
-        return time_to_accuracy(self.epochs, target)
 
 
 def default_replan(cluster: Cluster, n_samples: int, previous: TrainPlan) -> TrainPlan:
@@ -178,12 +107,19 @@ class _Job:
         self.stopped_early = False
         self.workload: Workload | None = None
         self.done_before = 0  # epochs a resumed job had completed before this run
+        self.reading: tuple[int, Any] | None = None  # an evaluation beside the next epoch
 
     @property
     def done(self) -> int:
         return self.done_before + len(self.records)
 
     def run_attempt(self, attempt: Attempt) -> None:
+        try:
+            self._epochs(attempt)
+        finally:  # an interrupted attempt keeps the reading it may still have
+            self._read(attempt, wait_s=PS_PROBE_S)
+
+    def _epochs(self, attempt: Attempt) -> None:
         while self.done < self.config.epochs and not self.stopped_early:
             epoch = self.done
             self.events("epoch_start", {"epoch": epoch, "workers": attempt.plan.workers})
@@ -191,8 +127,14 @@ class _Job:
             ps_get(attempt, attempt.ps.begin_epoch.remote(epoch, list(attempt.workers)))
             futures = {w: h.run_epoch.remote(epoch) for w, h in attempt.workers.items()}
             stats = await_all(attempt, futures, self.config.heartbeat_s, self.events)
-            # the evaluator measures first: the checkpoint keeps the statistics it measured with
-            measured = evaluate_epoch(attempt, self.config.heartbeat_s, self.events)
+            self._read(attempt)  # the last epoch's evaluation, which ran beside this one
+            beside = self.config.evaluation == "beside" and not self.stopped_early and \
+                epoch + 1 < self.config.epochs
+            # the evaluator measures first: the checkpoint keeps the statistics it measured
+            # with (beside the next epoch: the server's own running statistics)
+            measured = {} if beside else evaluate_epoch(attempt, self.config.heartbeat_s,
+                                                        self.events)
+            reading = evaluate_beside(attempt) if beside else None
             self._land(attempt)  # the last epoch's checkpoint, fetched while this one ran
             out = ps_get(attempt, attempt.ps.finish_epoch.remote(
                 evaluate=False, statistics=measured.pop("statistics", None),
@@ -207,12 +149,42 @@ class _Job:
                                  out.get("validation_seconds", 0.0),
                                  out.get("noise_scale_adam"))
             self.records.append(record)
-            self.events("epoch_end", {"epoch": epoch, "record": record})
-            if self._reached_target():
-                break
+            if reading is not None:
+                self.reading = (epoch, reading)
+            else:
+                self.events("epoch_end", {"epoch": epoch, "record": record})
+                if self._reached_target():
+                    break
         self._land(attempt)
         for w, h in attempt.workers.items():
             self.transport[w] = ray.get(h.bytes_sent.remote())
+
+    def _read(self, attempt: Attempt, wait_s: float | None = None) -> None:
+        """The reading of the epoch evaluated beside the next (``TrainConfig.evaluation``):
+        its record takes the metric, and the seconds after its end until the metric was
+        known. With ``wait_s`` (an attempt ending, perhaps interrupted) it waits at most
+        that long and an evaluation lost with its worker leaves the metric NaN."""
+        pending, self.reading = self.reading, None
+        if pending is None:
+            return
+        epoch, ref = pending
+        try:
+            measured = dict(ray.get(ref, timeout=wait_s)) if wait_s is not None else \
+                await_all(attempt, {attempt.evaluator: ref}, self.config.heartbeat_s,
+                          self.events)[attempt.evaluator]
+        except (RayError, TimeoutError):
+            measured = {"val_accuracy": float("nan"), "validation_seconds": 0.0}
+        at = [i for i, r in enumerate(self.records) if r.epoch == epoch]
+        if not at:  # dropped with its checkpoint (_land)
+            return
+        record = replace(self.records[at[0]], val_accuracy=measured["val_accuracy"],
+                         validation_seconds=measured["validation_seconds"],
+                         reading_device_seconds=measured["validation_seconds"]
+                         / self.runtime.time_dilation)
+        self.records[at[0]] = record
+        self.events("epoch_end", {"epoch": epoch, "record": record})
+        if wait_s is None:
+            self._reached_target()
 
     def _reached_target(self) -> bool:
         """Accuracy monitor: re-estimate the epochs needed; True once the target is met."""
@@ -222,7 +194,7 @@ class _Job:
         accuracies = [r.val_accuracy for r in self.records]
         needed = epochs_to_target(accuracies, target)
         self.events("estimate", {"epochs_needed": needed, "target": target})
-        self.stopped_early = accuracies[-1] >= target
+        self.stopped_early = self.stopped_early or accuracies[-1] >= target
         return self.stopped_early
 
     def _land(self, attempt: Attempt | None) -> None:

@@ -28,7 +28,7 @@ from edgewise.runtime.worker import Worker
 from edgewise.wire.frames import WireDtype
 
 __all__ = ["PS_PROBE_S", "Attempt", "Interrupted", "MemberSpec", "await_all",
-           "evaluate_epoch", "evaluator_device", "launch",
+           "evaluator_device", "launch",
            "monitor_handle", "ps_get",
            "settle", "start_ps", "start_worker"]
 
@@ -172,14 +172,6 @@ def evaluator_device(runtime: RayRuntime, plan: TrainPlan) -> str:
     the cluster puts it, in Deep-Edge's testbed on a Raspberry Pi, the slowest device of
     all: evaluating there made the validation pass the longest part of an epoch."""
     return max(plan.workers, key=lambda w: runtime.cluster.device(w).speed)
-
-
-def evaluate_epoch(run: Attempt, heartbeat_s: float, events: Any) -> dict[str, Any]:
-    """The validation metric of the server's weights, measured by the run's evaluator
-    (``val_accuracy``, ``validation_seconds``, and the BatchNorm ``statistics`` it measured
-    with, for the checkpoint); a lost evaluator interrupts the attempt."""
-    ref = run.workers[run.evaluator].evaluate.remote()
-    return dict(await_all(run, {run.evaluator: ref}, heartbeat_s, events)[run.evaluator])
 
 
 def launch(runtime: RayRuntime, config: TrainConfig, plan: TrainPlan, job_id: str,

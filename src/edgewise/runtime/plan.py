@@ -13,8 +13,12 @@ from edgewise.runtime.loops import DEFAULT_MODE, MODES, Mode
 from edgewise.runtime.staleness import TreatmentName
 from edgewise.wire.frames import WireChoice, WireDtype, resolve_wire, wire_dtype_named
 
-__all__ = ["DEFAULT_MODE", "DEFAULT_STALENESS", "MODES", "Mode", "TrainConfig", "TrainPlan",
-           "equal_plan"]
+__all__ = ["DEFAULT_EVALUATION", "DEFAULT_MODE", "DEFAULT_STALENESS", "MODES", "Evaluation",
+           "Mode", "TrainConfig", "TrainPlan", "equal_plan"]
+
+Evaluation = Literal["after", "beside"]
+#: When the engine reads each epoch's validation metric (``TrainConfig.evaluation``).
+DEFAULT_EVALUATION: Evaluation = "after"
 
 #: The staleness treatment of the ``async`` loop, chosen by measurement (docs/runtime.md).
 DEFAULT_STALENESS: TreatmentName = "staleness-lr"
@@ -56,6 +60,14 @@ class TrainConfig:
     runtime.narrowing);
     ``auto``: ``bfloat16`` for the ``sync`` loop, ``float32`` for the others
     (:attr:`wire`)."""
+    evaluation: Evaluation = DEFAULT_EVALUATION
+    """When an epoch's validation reading is taken: ``after`` the epoch, within its time, or
+    ``beside`` the next epoch, by the evaluating worker on a network of the evaluation's own
+    while it trains (``runtime.readings``): the epoch's time holds no evaluation, and its
+    reading is known its evaluation's seconds after the epoch's end
+    (``EpochRecord.reading_device_seconds``). The last epoch's reading is always taken
+    after it; beside, the other epochs' checkpoints keep the server's running BatchNorm
+    statistics instead of those the reading re-estimated."""
     ps_transport: Literal["socket", "ray"] = "socket"
     """How workers push and pull every batch: over a TCP connection each to the server's
     data plane (``runtime.psplane``), or as Ray actor calls (about 20 times the server's CPU
@@ -70,6 +82,9 @@ class TrainConfig:
             raise ConfigError("int8 needs the sync loop, whose replies are changes with error "
                               "feedback; an asynchronous reply would be the weights in 8 bits",
                               field="wire_dtype")
+        if self.evaluation not in ("after", "beside"):
+            raise ConfigError(f"must be after or beside, got {self.evaluation!r}",
+                              field="evaluation")
         if self.ps_transport not in ("socket", "ray"):
             raise ConfigError(f"must be socket or ray, got {self.ps_transport!r}",
                               field="ps_transport")

@@ -38,7 +38,7 @@ def _name_seed(name: str) -> int:
     return int.from_bytes(hashlib.sha256(name.encode()).digest()[:4], "little")
 
 
-@ray.remote(max_concurrency=2)  # type: ignore[call-overload]
+@ray.remote(max_concurrency=3)  # type: ignore[call-overload]
 class Worker:
     """One data-parallel worker pinned to an (emulated) device. ``model`` is a workload (or a
     built-in model name, trained on digits); the worker builds its network without weights,
@@ -75,6 +75,7 @@ class Worker:
         self.y = torch.zeros(0, dtype=torch.int64)
         self.ids = np.zeros(0, np.int64)
         self.val: tuple[torch.Tensor, torch.Tensor, torch.Tensor | None] | None = None
+        self.evaluation: FlatState | None = None  # the evaluation's network, beside this one
 
     def load_shard(self, store: Any, positions: np.ndarray,
                    chunk_samples: int | None = None) -> int:
@@ -224,23 +225,37 @@ class Worker:
                     calibration_samples(calibration, self.workload))
         return len(val.y)
 
-    def evaluate(self) -> dict[str, Any]:
-        """The validation metric of the server's current weights, measured here at this
-        device's speed (``runtime.evaluate``), the seconds it took with the transfer, and the
-        BatchNorm statistics it was measured with (for the epoch's checkpoint). The
-        worker's own weights are replaced; its next epoch pulls them anew."""
+    def evaluate(self, weights: list[Any] | None = None) -> dict[str, Any]:
+        """The validation metric of the server's weights, measured here at this device's
+        speed (``runtime.evaluate``), the seconds it took with the transfer, and the
+        BatchNorm statistics it was measured with (for the epoch's checkpoint). Without
+        ``weights``: the server's current weights, read into this worker's own model (its
+        next epoch pulls them anew). With ``weights``, one ObjectRef of a weights frame (in a
+        list, so that this call fetches it and times the transfer): those weights, read into
+        a model of the evaluation's own, so that this worker's next epoch can train
+        meanwhile (``TrainConfig.evaluation`` ``beside``)."""
         if self.val is None:
             raise RuntimeError(f"{self.name} is not the run's evaluator")
         t0 = time.perf_counter()
-        frame = ray.get(self.ps.weights.remote())
+        frame = ray.get(self.ps.weights.remote() if weights is None else weights[0])
+        flat = self.flat if weights is None else self._evaluation_state()
         decoded = decode(frame_view(frame))
         carry(self.ps_link, len(frame), self.counter,
               raw_bytes=sum(a.nbytes for a in decoded.arrays.values()))
-        self.flat.load_weights(decoded)
+        flat.load_weights(decoded)
         with emulated_compute(self.stretch):
-            metric = validation_metric(self.model, self.workload.task, *self.val)
+            metric = validation_metric(flat.model, self.workload.task, *self.val)
         return {"val_accuracy": metric, "validation_seconds": time.perf_counter() - t0,
-                "statistics": statistics_frame(self.model)}
+                "statistics": statistics_frame(flat.model)}
+
+    def _evaluation_state(self) -> FlatState:
+        """The evaluation's own network (built once), beside the one this worker trains."""
+        if self.evaluation is None:
+            task = self.workload.task
+            model = build_network(self.workload, seed=self.seed, num_classes=task.num_classes,
+                                  input_shape=task.input_shape)
+            self.evaluation = FlatState(model)
+        return self.evaluation
 
     def _obey(self) -> None:
         """Freeze while the device is stalled; cut or restore the link to the server."""

@@ -12,6 +12,7 @@ from typing import Any, Literal
 import numpy as np
 
 from edgewise.cluster.examples import example_path
+from edgewise.runtime.plan import DEFAULT_EVALUATION, Evaluation
 from edgewise.runtime.ray_cluster import RayRuntime
 from edgewise.wire.frames import WireChoice
 
@@ -30,6 +31,7 @@ class TTASetup:
     learning_rate: float = 0.003
     lr_schedule: Literal["constant", "cosine"] = "cosine"
     wire_dtype: WireChoice = "auto"  # the engine's arms' weights and gradients on the wire
+    evaluation: Evaluation = DEFAULT_EVALUATION  # the engine's arms' readings (TrainConfig)
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,14 +44,25 @@ class ArmResult:
     staleness_mean: float | None = None
     deadline_misses: dict[str, int] | None = None
     extra: dict[str, Any] | None = None
+    lags: tuple[float, ...] = ()
+    """Device seconds after each epoch's end until its accuracy was known (the engine's
+    evaluation beside the next epoch); empty: at the epoch's end."""
 
     @property
     def final_accuracy(self) -> float | None:
         return self.accuracies[-1] if self.accuracies else None
 
+    @property
+    def reading_seconds(self) -> tuple[float, ...]:
+        """Device seconds at which each epoch's accuracy was known."""
+        if not self.lags:
+            return self.device_seconds
+        return tuple(t + lag for t, lag in zip(self.device_seconds, self.lags, strict=True))
+
     def tta(self, target: float) -> float | None:
-        """Device seconds to the first epoch at or above ``target``; None if never."""
-        for acc, t in zip(self.accuracies, self.device_seconds, strict=True):
+        """Device seconds until an epoch's accuracy was known to be at or above ``target``;
+        None if never."""
+        for acc, t in zip(self.accuracies, self.reading_seconds, strict=True):
             if acc >= target:
                 return t
         return None
@@ -109,15 +122,17 @@ def edgewise_arm(runtime: RayRuntime, setup: TTASetup, policy: str, mode: str,
     config = TrainConfig(workload=workload, epochs=setup.epochs, seed=setup.seed,
                          mode=mode, learning_rate=setup.learning_rate,  # type: ignore[arg-type]
                          lr_schedule=setup.lr_schedule, worker_memory_mb=1024,
-                         wire_dtype=setup.wire_dtype, **extra)
+                         wire_dtype=setup.wire_dtype, evaluation=setup.evaluation, **extra)
     done = execute(runtime, problem, plan, config=config)
     records = done.result.epochs
     accs, times = curve_of([r.val_accuracy for r in records],
                            [r.device_seconds for r in records])
     stale = float(np.mean([r.staleness_mean for r in records])) if records else None
     noise = [r.noise_scale_adam for r in records if r.noise_scale_adam is not None]
+    lags = tuple(r.reading_device_seconds for r in records)
     return ArmResult(f"{policy}/{mode}", accs, times, stale, app_misses(done.apps),
                      {"shards": dict(done.train_plan.shards),
                       "batch_sizes": dict(done.train_plan.batch_sizes),
                       "noise_scale_adam": round(float(np.mean(noise)), 1) if noise else None,
-                      "planned_noise_scale": noise_scale})
+                      "planned_noise_scale": noise_scale},
+                     lags if any(lags) else ())

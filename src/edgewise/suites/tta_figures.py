@@ -94,7 +94,7 @@ def figures_of(runs: list[dict[str, ArmResult]], target: float) -> Figures:
         "tta_device_seconds_running_statistics": {
             n: _median(per_run(n, lambda r: _running_tta(r, target)))
             for n in ("ray-train-ddp", "single-device") if n in arms},
-        "curves": {n: [{"device_seconds": [round(t, 2) for t in r.device_seconds],
+        "curves": {n: [{"device_seconds": [round(t, 2) for t in r.reading_seconds],
                         "val_accuracy": [round(a, 4) for a in r.accuracies]}
                        for r in per_run(n, lambda r: r)] for n in arms},
     }
