@@ -164,3 +164,17 @@ def test_the_scaling_figure_is_the_median_runs_with_every_run_beside_it() -> Non
     # an even count takes the lower middle run; one run is itself
     assert median_scaling(runs[:2])["ps_scaling_efficiency_3_workers"] == 0.472
     assert median_scaling(runs[:1])["ps_scaling_efficiency_runs"] == [0.885]
+
+
+def test_a_reading_beside_the_next_epoch_counts_when_it_was_known() -> None:
+    """An arm whose readings came beside the next epoch reaches the target when the reading
+    was known (its epoch's end plus the lag), and its curve is drawn at those times."""
+    arm = ArmResult("fair/sync", (0.5, 0.95, 0.97), (1.0, 2.0, 3.0), lags=(0.25, 0.25, 0.0),
+                    extra={"evaluation_device_seconds": 0.25})
+    assert arm.tta(0.9) == pytest.approx(2.25)
+    assert arm.reading_seconds == (1.25, 2.25, 3.0)
+    assert arm.epoch_device_seconds == 1.0  # the epochs themselves hold no evaluation
+    f = figures_of([{"fair/sync": arm}], 0.9)
+    assert f["tta_device_seconds"]["fair/sync"] == 2.25
+    assert f["curves"]["fair/sync"][0]["device_seconds"] == [1.25, 2.25, 3.0]
+    assert f["evaluation_device_seconds"]["fair/sync"] == 0.25

@@ -3,14 +3,18 @@ time-to-accuracy line that ``train`` and ``update run`` print after a run."""
 
 from __future__ import annotations
 
+from typing import get_args
+
 import typer
 
 from edgewise.errors import ConfigError
 from edgewise.runtime.engine import TrainResult
 from edgewise.runtime.loops import DEFAULT_MODE, MODES, Mode
+from edgewise.runtime.plan import DEFAULT_EVALUATION, Evaluation
 from edgewise.wire.frames import WireChoice, wire_dtype_named
 
-__all__ = ["ModeOpt", "TargetOpt", "WireOpt", "checked_mode", "checked_wire", "reached_line"]
+__all__ = ["EvaluationOpt", "ModeOpt", "TargetOpt", "WireOpt", "checked_evaluation",
+           "checked_mode", "checked_wire", "reached_line"]
 
 ModeOpt = typer.Option(
     DEFAULT_MODE, "--mode",
@@ -29,6 +33,21 @@ WireOpt = typer.Option(
          "keeps float32 weights), int8 (a quarter, a scale per 256 values; the sync loop "
          "only), or auto: bfloat16 for the sync loop (whose replies are "
          "rounded changes, with error feedback both ways), float32 for the others")
+
+
+EvaluationOpt = typer.Option(
+    DEFAULT_EVALUATION, "--evaluation",
+    help="when each epoch's validation accuracy is read: after (the epoch waits for it) or "
+         "beside (the evaluating worker reads it while the next epoch trains; the time to "
+         "accuracy counts a reading when it is known)")
+
+
+def checked_evaluation(evaluation: str) -> Evaluation:
+    """``evaluation`` if it is after or beside; ConfigError naming ``--evaluation``."""
+    for known in get_args(Evaluation):
+        if evaluation == known:
+            return known  # type: ignore[no-any-return]
+    raise ConfigError(f"must be after or beside, got {evaluation!r}", field="--evaluation")
 
 
 def checked_wire(wire: str) -> WireChoice:
@@ -52,6 +71,8 @@ def reached_line(result: TrainResult, target: float) -> str:
         return (f"target accuracy {target:.3f} not reached in {len(result.epochs)} epochs "
                 f"(best {best:.3f})")
     epoch = next(r.epoch for r in result.epochs if r.val_accuracy >= target)
-    stop = ", stopped there" if result.stopped_early else ""
+    stop = "" if not result.stopped_early else ", stopped there" \
+        if result.epochs[-1].epoch == epoch else \
+        ", stopped after the next epoch, which trained while it was read"
     return (f"target accuracy {target:.3f} reached after epoch {epoch} in {seconds:.1f} "
             f"device seconds (time to accuracy){stop}")

@@ -9,9 +9,11 @@ import typer
 
 from edgewise.cli.common import Address, err, out, state_dir, user_errors
 from edgewise.cli.loop_opts import (
+    EvaluationOpt,
     ModeOpt,
     TargetOpt,
     WireOpt,
+    checked_evaluation,
     checked_mode,
     checked_wire,
     reached_line,
@@ -93,12 +95,14 @@ def train_command(
                                          "digits CNN"),
     target_accuracy: float = TargetOpt,
     wire_dtype: str = WireOpt,
+    evaluation: str = EvaluationOpt,
 ) -> None:
     """Run a real data-parallel model update (the digits CNN, or --workload) with equal
     shards; report each epoch's accuracy, device seconds and staleness."""
     config = TrainConfig(mode=checked_mode(mode), epochs=epochs, learning_rate=learning_rate,
                          seed=seed, workload=load_workload(workload) if workload else None,
                          target_accuracy=target_accuracy or None,
-                         wire_dtype=checked_wire(wire_dtype))
+                         wire_dtype=checked_wire(wire_dtype),
+                         evaluation=checked_evaluation(evaluation))
     run_equal_update(file, config, batch_size, kill_worker or None, state_dir() / "strikes.json",
                      address)

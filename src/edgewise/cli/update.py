@@ -13,7 +13,15 @@ import typer
 from rich.table import Table
 
 from edgewise.cli.common import Address, err, out, state_dir, user_errors, writable_folder
-from edgewise.cli.loop_opts import ModeOpt, WireOpt, checked_mode, checked_wire, reached_line
+from edgewise.cli.loop_opts import (
+    EvaluationOpt,
+    ModeOpt,
+    WireOpt,
+    checked_evaluation,
+    checked_mode,
+    checked_wire,
+    reached_line,
+)
 from edgewise.cli.progress import TrainingProgress
 from edgewise.cli.render import result_table
 from edgewise.cli.stages import stage
@@ -25,7 +33,7 @@ from edgewise.errors import ConfigError
 from edgewise.nn.workload import Workload, load_workload, validate
 from edgewise.perf.schema import PerfModel
 from edgewise.runtime.health import StrikeLedger
-from edgewise.runtime.plan import DEFAULT_MODE, Mode, TrainConfig
+from edgewise.runtime.plan import DEFAULT_EVALUATION, DEFAULT_MODE, Evaluation, Mode, TrainConfig
 from edgewise.runtime.ray_cluster import connect
 from edgewise.update import (
     APP_COLUMNS,
@@ -209,12 +217,14 @@ def run(file: ClusterFile, policy: str = PolicyName, state: list[str] = States,
         apps: bool = typer.Option(True, "--apps/--no-apps",
                                   help="run the cluster's background apps beside the "
                                   "training (--no-apps: train alone)"),
-        noise_scale: float | None = NoiseScaleOpt, wire_dtype: str = WireOpt) -> None:
+        noise_scale: float | None = NoiseScaleOpt, wire_dtype: str = WireOpt,
+        evaluation: str = EvaluationOpt) -> None:
     """Plan with POLICY, then run the update on the cluster (emulated, or joined with
     --address) with every background app really running, training the digits CNN or, with
     --workload, your model on your data; report epochs and each app's deadline misses."""
     run_plan(file, policy, state, epochs, target_accuracy, address, workload, _name(models),
-             checked_mode(mode), apps, noise_scale, checked_wire(wire_dtype))
+             checked_mode(mode), apps, noise_scale, checked_wire(wire_dtype),
+             checked_evaluation(evaluation))
 
 
 # A Nano under CPU and GPU stress: SIFT meets its deadline idle (175 ms) but not with training.
@@ -226,7 +236,8 @@ def run_plan(file: Path, policy: str, state: list[str], epochs: int,
              workload_file: Path | None = None, models: str = CALIBRATED,
              mode: Mode = DEFAULT_MODE, apps: bool = True,
              noise_scale: float | None = None,
-             wire_dtype: WireChoice = "auto") -> UpdateRun:
+             wire_dtype: WireChoice = "auto",
+             evaluation: Evaluation = DEFAULT_EVALUATION) -> UpdateRun:
     """Plan (with the performance models ``models``), show the plan, run it with the
     background apps (on the emulated cluster, or the one at ``address``), show the
     measurements."""
@@ -243,7 +254,8 @@ def run_plan(file: Path, policy: str, state: list[str], epochs: int,
         runtime = connect(cluster, address or None)
     emulated = runtime.emulated
     config = TrainConfig(epochs=epochs, target_accuracy=target_accuracy or None,
-                         workload=workload, mode=mode, wire_dtype=wire_dtype)
+                         workload=workload, mode=mode, wire_dtype=wire_dtype,
+                         evaluation=evaluation)
     try:
         with TrainingProgress(epochs, samples) as progress:
             done = execute(runtime, problem, result, config=config,

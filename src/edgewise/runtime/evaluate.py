@@ -50,9 +50,27 @@ def recalibrate_bn(model: torch.nn.Module, calib_x: torch.Tensor | None) -> bool
                  for m in model.modules())
     if not has_bn or calib_x is None or not len(calib_x):
         return False
-    batches = [calib_x[i : i + EVAL_BATCH] for i in range(0, len(calib_x), EVAL_BATCH)]
     counters = [(b, b.clone()) for b in model.buffers() if not b.is_floating_point()]
-    torch.optim.swa_utils.update_bn(batches, model)
+    norms = [m for m in model.modules() if isinstance(m, torch.nn.modules.batchnorm._BatchNorm)]
+    momenta = [m.momentum for m in norms]
+    training = model.training
+    # as torch.optim.swa_utils.update_bn (a cumulative mean over the batches), with dropout
+    # off: inference sees no dropout, and the re-estimation then draws no random numbers
+    # from the generator that the worker's own training draws its masks from (an
+    # evaluation beside the next epoch would otherwise change that epoch's masks)
+    for m in norms:
+        m.reset_running_stats()
+        m.momentum = None
+    model.train()
+    for layer in model.modules():
+        if isinstance(layer, torch.nn.modules.dropout._DropoutNd):
+            layer.eval()
+    with torch.no_grad():
+        for i in range(0, len(calib_x), EVAL_BATCH):
+            model(calib_x[i : i + EVAL_BATCH])
+    for m, momentum in zip(norms, momenta, strict=True):
+        m.momentum = momentum
+    model.train(training)
     for counter, before in counters:
         counter.copy_(before)
     return True

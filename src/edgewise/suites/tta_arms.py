@@ -130,9 +130,13 @@ def edgewise_arm(runtime: RayRuntime, setup: TTASetup, policy: str, mode: str,
     stale = float(np.mean([r.staleness_mean for r in records])) if records else None
     noise = [r.noise_scale_adam for r in records if r.noise_scale_adam is not None]
     lags = tuple(r.reading_device_seconds for r in records)
+    reads = [r.validation_seconds * r.device_seconds / r.wall_seconds for r in records
+             if r.wall_seconds > 0]
     return ArmResult(f"{policy}/{mode}", accs, times, stale, app_misses(done.apps),
                      {"shards": dict(done.train_plan.shards),
                       "batch_sizes": dict(done.train_plan.batch_sizes),
                       "noise_scale_adam": round(float(np.mean(noise)), 1) if noise else None,
-                      "planned_noise_scale": noise_scale},
+                      "planned_noise_scale": noise_scale,
+                      "evaluation_device_seconds": round(float(np.median(reads)), 4)
+                      if reads else None},
                      lags if any(lags) else ())

@@ -90,6 +90,8 @@ def figures_of(runs: list[dict[str, ArmResult]], target: float) -> Figures:
         "goodput_noise_scale": _median(per_run(GOODPUT_ARM, lambda r: (r.extra or {}).get(
             "planned_noise_scale"))),
         "epoch_speedup_deep_edge_over_fair": _ratio(_best(epoch, fair), _best(epoch, de)),
+        "evaluation_device_seconds": {n: _median(per_run(n, lambda r: (r.extra or {}).get(
+            "evaluation_device_seconds"))) for n in edgewise},
         "deadline_misses": misses,
         "tta_device_seconds_running_statistics": {
             n: _median(per_run(n, lambda r: _running_tta(r, target)))
