@@ -197,6 +197,24 @@ def test_sync_training_with_unequal_shards_takes_balanced_steps(runtime: RayRunt
         (r.val_accuracy, r.noise_scale, r.noise_scale_adam) for r in result.epochs]
 
 
+def test_a_network_with_dropout_reads_the_same_beside_as_after(runtime: RayRuntime) -> None:
+    """Dropout's masks are seeded like the batches (seed, epoch, device), and nothing the
+    evaluation does beside an epoch (its second network, its BatchNorm re-estimation)
+    touches the generator they are drawn from: a synchronous job with dropout reads the same
+    accuracies either way, as it does run again."""
+    from pathlib import Path
+
+    from edgewise.nn.workload.spec import Workload, parse_model
+
+    model = Path(__file__).parent / "models" / "dropout_mlp.py"
+    workload = Workload(parse_model(f"py:{model}:make"))
+    plan = equal_plan(runtime.cluster, len(TRAIN_IDS), exclude=frozenset({"nano-2"}))
+    runs = [train(runtime, _quiet(mode="sync", epochs=3, workload=workload, evaluation=e),
+                  plan) for e in ("after", "beside")]
+    readings = [[r.val_accuracy for r in run.epochs] for run in runs]
+    assert readings[0] == readings[1] and readings[0][-1] > 0.5, readings
+
+
 class _Kills:
     """:class:`KillMidEpoch` hooks, one an epoch: each kills ``kills[epoch]``'s worker once
     that epoch is a third done (each at most once), asking for the fine progress readings

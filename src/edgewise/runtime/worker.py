@@ -181,6 +181,9 @@ class Worker:
         # attempt): a job run again with the same seed trains on the same batches
         rng = np.random.default_rng([self.seed, epoch, _name_seed(self.device)])
         order = rng.permutation(len(self.ids))
+        # and the masks of its dropout: the process's generator is seeded the same way (a
+        # vessel's process outlives runs, so its generator's state is another run's)
+        torch.manual_seed(int(rng.integers(1 << 62)))
         wall0 = time.perf_counter()
         spent = dict.fromkeys(("compute", "update", "encode", "wait", "load"), 0.0)
         self._load_weights(self._pull())
@@ -223,6 +226,7 @@ class Worker:
         val = read_frames(validation, self.workload)
         self.val = (torch.from_numpy(val.x), torch.from_numpy(val.y),
                     calibration_samples(calibration, self.workload))
+        self._evaluation_state()  # built now: building seeds the process's generator
         return len(val.y)
 
     def evaluate(self, weights: list[Any] | None = None) -> dict[str, Any]:
@@ -249,7 +253,9 @@ class Worker:
                 "statistics": statistics_frame(flat.model)}
 
     def _evaluation_state(self) -> FlatState:
-        """The evaluation's own network (built once), beside the one this worker trains."""
+        """The evaluation's own network, beside the one this worker trains (built when the
+        worker becomes the evaluator: building a network seeds the process's generator,
+        which the training's dropout draws from, so not while an epoch trains)."""
         if self.evaluation is None:
             task = self.workload.task
             model = build_network(self.workload, seed=self.seed, num_classes=task.num_classes,
