@@ -164,9 +164,12 @@ def test_join_lines_are_not_wrapped_when_piped(monkeypatch: pytest.MonkeyPatch) 
         (["--kill-worker", "nonsense"], "--kill-worker"),
         (["--kill-worker", "ghost@2"], "ghost"),
         (["--mode", "bogus"], "--mode"),
-        (["--wire-dtype", "int8"], "--wire-dtype"),
+        (["--wire-dtype", "int4"], "--wire-dtype"),
+        (["--mode", "async", "--wire-dtype", "int8"], "int8 needs the sync loop"),
+        (["--evaluation", "during"], "--evaluation"),
     ],
-    ids=["kill-syntax", "kill-unknown-device", "mode", "wire-dtype"],
+    ids=["kill-syntax", "kill-unknown-device", "mode", "wire-dtype", "int8-async",
+         "evaluation"],
 )
 def test_train_rejects_bad_options_before_starting_ray(
     monkeypatch: pytest.MonkeyPatch, args: list[str], words: str

@@ -142,31 +142,6 @@ def test_a_narrowed_wire_shrinks_the_replies_and_still_learns(runtime: RayRuntim
         assert runs[wire].epochs[-1].val_accuracy > 0.5, wire
 
 
-def test_readings_beside_the_next_epoch_are_the_readings_after_it(runtime: RayRuntime) -> None:
-    """``evaluation="beside"``: every epoch but the last is read while the next one trains,
-    on the evaluator's second network. The sync loop takes the same steps either way, so
-    the readings are the same; every sample is trained once; a reading's lag after its
-    epoch counts in the time to accuracy, and the last epoch's reading has none. A target
-    met by a reading beside stops the run after the epoch that trained meanwhile."""
-    plan = equal_plan(runtime.cluster, len(TRAIN_IDS))
-    after, beside = (train(runtime, _quiet(mode="sync", epochs=3, evaluation=e), plan)
-                     for e in ("after", "beside"))
-    assert [r.val_accuracy for r in beside.epochs] == \
-        pytest.approx([r.val_accuracy for r in after.epochs], abs=1e-6)
-    _assert_each_sample_once(beside)
-    lags = [r.reading_device_seconds for r in beside.epochs]
-    assert all(lag > 0 for lag in lags[:-1]) and lags[-1] == 0.0, lags
-    assert all(r.reading_device_seconds == 0.0 for r in after.epochs)
-    first = beside.epochs[0]
-    assert beside.time_to_accuracy(first.val_accuracy) == \
-        pytest.approx(first.device_seconds + lags[0])
-    stopped = train(runtime, _quiet(mode="sync", epochs=3, evaluation="beside",
-                                    target_accuracy=first.val_accuracy), plan)
-    assert stopped.stopped_early and len(stopped.epochs) == 2
-    assert stopped.epochs[0].val_accuracy == pytest.approx(first.val_accuracy, abs=1e-6)
-    assert not np.isnan(stopped.epochs[1].val_accuracy)  # read after: the run ends with it
-
-
 def test_sync_training_with_unequal_shards_takes_balanced_steps(runtime: RayRuntime) -> None:
     plan = equal_plan(runtime.cluster, len(TRAIN_IDS))
     shards = {"nano-0": 700, "nano-1": 500, "nano-2": 237}
@@ -197,11 +172,13 @@ def test_sync_training_with_unequal_shards_takes_balanced_steps(runtime: RayRunt
         (r.val_accuracy, r.noise_scale, r.noise_scale_adam) for r in result.epochs]
 
 
-def test_a_network_with_dropout_reads_the_same_beside_as_after(runtime: RayRuntime) -> None:
-    """Dropout's masks are seeded like the batches (seed, epoch, device), and nothing the
-    evaluation does beside an epoch (its second network, its BatchNorm re-estimation)
-    touches the generator they are drawn from: a synchronous job with dropout reads the same
-    accuracies either way, as it does run again."""
+def test_readings_beside_the_next_epoch_are_the_readings_after_it(runtime: RayRuntime) -> None:
+    """``evaluation="beside"``: an epoch is read while the next one trains, on the
+    evaluator's second network. Dropout's masks are seeded like the batches (seed, epoch,
+    device) and the reading touches no generator they are drawn from, so a synchronous job
+    with dropout reads the same accuracies either way. A reading's lag after its epoch
+    counts in the time to accuracy; a target met by a reading beside stops the run after
+    the epoch that trained meanwhile, which is read after it (the last has no lag)."""
     from pathlib import Path
 
     from edgewise.nn.workload.spec import Workload, parse_model
@@ -209,10 +186,18 @@ def test_a_network_with_dropout_reads_the_same_beside_as_after(runtime: RayRunti
     model = Path(__file__).parent / "models" / "dropout_mlp.py"
     workload = Workload(parse_model(f"py:{model}:make"))
     plan = equal_plan(runtime.cluster, len(TRAIN_IDS), exclude=frozenset({"nano-2"}))
-    runs = [train(runtime, _quiet(mode="sync", epochs=3, workload=workload, evaluation=e),
-                  plan) for e in ("after", "beside")]
-    readings = [[r.val_accuracy for r in run.epochs] for run in runs]
-    assert readings[0] == readings[1] and readings[0][-1] > 0.5, readings
+    after = train(runtime, _quiet(mode="sync", epochs=3, workload=workload), plan)
+    assert all(r.reading_device_seconds == 0.0 for r in after.epochs)
+    first = after.epochs[0].val_accuracy
+    beside = train(runtime, _quiet(mode="sync", epochs=3, workload=workload,
+                                   evaluation="beside", target_accuracy=first), plan)
+    assert beside.stopped_early and len(beside.epochs) == 2
+    assert [r.val_accuracy for r in beside.epochs] == [r.val_accuracy for r in after.epochs[:2]]
+    _assert_each_sample_once(beside)
+    lag, last = (r.reading_device_seconds for r in beside.epochs)
+    assert lag > 0 and last == 0.0
+    assert beside.time_to_accuracy(first) == \
+        pytest.approx(beside.epochs[0].device_seconds + lag)
 
 
 class _Kills:
