@@ -3,14 +3,12 @@ time-to-accuracy line that ``train`` and ``update run`` print after a run."""
 
 from __future__ import annotations
 
-from typing import get_args
-
 import typer
 
 from edgewise.errors import ConfigError
 from edgewise.runtime.engine import TrainResult
 from edgewise.runtime.loops import DEFAULT_MODE, MODES, Mode
-from edgewise.runtime.plan import DEFAULT_EVALUATION, Evaluation
+from edgewise.runtime.plan import DEFAULT_EVALUATION, Evaluation, evaluation_named
 from edgewise.wire.frames import WireChoice, wire_dtype_named
 
 __all__ = ["EvaluationOpt", "ModeOpt", "TargetOpt", "WireOpt", "checked_evaluation",
@@ -44,10 +42,7 @@ EvaluationOpt = typer.Option(
 
 def checked_evaluation(evaluation: str) -> Evaluation:
     """``evaluation`` if it is after or beside; ConfigError naming ``--evaluation``."""
-    for known in get_args(Evaluation):
-        if evaluation == known:
-            return known  # type: ignore[no-any-return]
-    raise ConfigError(f"must be after or beside, got {evaluation!r}", field="--evaluation")
+    return evaluation_named(evaluation, "--evaluation")
 
 
 def checked_wire(wire: str) -> WireChoice:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, get_args
 
 from edgewise.cluster.model import Cluster, Role
 from edgewise.errors import ConfigError
@@ -14,11 +14,19 @@ from edgewise.runtime.staleness import TreatmentName
 from edgewise.wire.frames import WireChoice, WireDtype, resolve_wire, wire_dtype_named
 
 __all__ = ["DEFAULT_EVALUATION", "DEFAULT_MODE", "DEFAULT_STALENESS", "MODES", "Evaluation",
-           "Mode", "TrainConfig", "TrainPlan", "equal_plan"]
+           "Mode", "TrainConfig", "TrainPlan", "equal_plan", "evaluation_named"]
 
 Evaluation = Literal["after", "beside"]
 #: When the engine reads each epoch's validation metric (``TrainConfig.evaluation``).
 DEFAULT_EVALUATION: Evaluation = "after"
+
+def evaluation_named(value: str, field: str) -> Evaluation:
+    """``value`` as an :data:`Evaluation`; ConfigError naming ``field`` if it is none."""
+    for known in get_args(Evaluation):
+        if value == known:
+            return known  # type: ignore[no-any-return]
+    raise ConfigError(f"must be after or beside, got {value!r}", field=field)
+
 
 #: The staleness treatment of the ``async`` loop, chosen by measurement (docs/runtime.md).
 DEFAULT_STALENESS: TreatmentName = "staleness-lr"
@@ -82,9 +90,7 @@ class TrainConfig:
             raise ConfigError("int8 needs the sync loop, whose replies are changes with error "
                               "feedback; an asynchronous reply would be the weights in 8 bits",
                               field="wire_dtype")
-        if self.evaluation not in ("after", "beside"):
-            raise ConfigError(f"must be after or beside, got {self.evaluation!r}",
-                              field="evaluation")
+        evaluation_named(self.evaluation, "evaluation")
         if self.ps_transport not in ("socket", "ray"):
             raise ConfigError(f"must be socket or ray, got {self.ps_transport!r}",
                               field="ps_transport")

@@ -50,7 +50,7 @@ from typing import Any
 from edgewise.bench import BenchContext, BenchOption, BenchSpec, Figures
 from edgewise.cluster.examples import example_path
 from edgewise.errors import ConfigError
-from edgewise.runtime.plan import DEFAULT_EVALUATION
+from edgewise.runtime.plan import DEFAULT_EVALUATION, evaluation_named
 from edgewise.runtime.ray_cluster import RayRuntime
 from edgewise.suites.tta_arms import (
     ArmResult,
@@ -255,15 +255,12 @@ def real(ctx: BenchContext) -> Figures:
     clusters = _Clusters(ctx, where, str(ctx.option("subnet")))
     repeats = 1 if ctx.quick else int(ctx.option("repeats"))
     wire = wire_dtype_named(str(ctx.option("wire_dtype")), "--wire-dtype")
-    evaluation = str(ctx.option("evaluation"))
-    if evaluation not in ("after", "beside"):
-        raise ConfigError(f"must be after or beside, got {evaluation!r}", field="--evaluation")
+    evaluation = evaluation_named(str(ctx.option("evaluation")), "--evaluation")
     failed: dict[str, str] = {}
     with tempfile.TemporaryDirectory(prefix="edgewise-tta-") as tmp:
         spec = shapes_setup(Path(tmp), per_class, ctx.seed)  # one data set, seeds per run
         setups = [TTASetup(spec, epochs, ctx.seed + r, target, wire_dtype=wire,
-                           evaluation=evaluation)  # type: ignore[arg-type]
-                  for r in range(repeats)]
+                           evaluation=evaluation) for r in range(repeats)]
         with ctx.timings.timed("arms_seconds"), clusters.up(RACE_CLUSTER, 0.0) as (runtime, ifname):
             runs = _arms(setups, ctx, runtime, ifname, set(arms), failed)
     figures: dict[str, Any] = figures_of(runs, target)
@@ -337,10 +334,9 @@ SPEC = BenchSpec(
              BenchOption("wire_dtype", "auto", "what the engine's arms send weights and "
                          "gradients as: float32, bfloat16, float16, or auto (bfloat16 for "
                          "the sync arms, float32 for the async ones)", kind="str"),
-             BenchOption("evaluation", DEFAULT_EVALUATION, "when the engine's arms read "
-                         "each epoch's accuracy: after (within the epoch's time) or beside "
-                         "(while the next epoch trains; the reading counts when it is "
-                         "known)", kind="str"),
+             BenchOption("evaluation", DEFAULT_EVALUATION, "when the engine's arms read an "
+                         "epoch: after (in its time) or beside (while the next trains; a "
+                         "reading counts when known)", kind="str"),
              BenchOption("where", "auto", "testbed (the kernel-enforced testbed; root), "
                          "emulated (this host), or auto: the testbed where the host can run "
                          "one", kind="str"),

@@ -72,8 +72,7 @@ def _is_tensor(value: object) -> TypeGuard[torch.Tensor]:
 
 
 Codec = Literal["lz4", "none"]
-#: What a frame's float32 weights or gradients may travel as (runtime.trainstate; ``int8``:
-#: 8-bit codes with a scale per block, runtime.narrowing).
+#: What float32 weights or gradients may travel as (runtime.trainstate, runtime.narrowing).
 WireDtype = Literal["float32", "bfloat16", "float16", "int8"]
 WIRE_DTYPES: Final[tuple[WireDtype, ...]] = ("float32", "bfloat16", "float16", "int8")
 #: What a user may ask for: a wire dtype, or ``auto`` (:func:`resolve_wire`).
