@@ -66,8 +66,9 @@ def reached_line(result: TrainResult, target: float) -> str:
         return (f"target accuracy {target:.3f} not reached in {len(result.epochs)} epochs "
                 f"(best {best:.3f})")
     epoch = next(r.epoch for r in result.epochs if r.val_accuracy >= target)
-    stop = "" if not result.stopped_early else ", stopped there" \
-        if result.epochs[-1].epoch == epoch else \
-        ", stopped after the next epoch, which trained while it was read"
+    stop = ""
+    if result.stopped_early:  # read beside the next epoch: the run stopped after that one
+        stop = ", stopped there" if result.epochs[-1].epoch == epoch else \
+            ", stopped after the next epoch, which trained while it was read"
     return (f"target accuracy {target:.3f} reached after epoch {epoch} in {seconds:.1f} "
             f"device seconds (time to accuracy){stop}")

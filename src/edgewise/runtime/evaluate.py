@@ -46,12 +46,11 @@ def calibration_samples(frames: list[bytes], workload: Workload) -> torch.Tensor
 def recalibrate_bn(model: torch.nn.Module, calib_x: torch.Tensor | None) -> bool:
     """Re-estimate ``model``'s BatchNorm statistics on ``calib_x`` (``num_batches_tracked``
     keeps counting trained batches); False if it has no BatchNorm or there is no data."""
-    has_bn = any(isinstance(m, torch.nn.modules.batchnorm._BatchNorm) and m.track_running_stats
-                 for m in model.modules())
-    if not has_bn or calib_x is None or not len(calib_x):
+    norms = [m for m in model.modules() if isinstance(m, torch.nn.modules.batchnorm._BatchNorm)
+             and m.track_running_stats]
+    if not norms or calib_x is None or not len(calib_x):
         return False
     counters = [(b, b.clone()) for b in model.buffers() if not b.is_floating_point()]
-    norms = [m for m in model.modules() if isinstance(m, torch.nn.modules.batchnorm._BatchNorm)]
     momenta = [m.momentum for m in norms]
     training = model.training
     # as torch.optim.swa_utils.update_bn (a cumulative mean over the batches), with dropout

@@ -215,7 +215,8 @@ def launch(runtime: RayRuntime, config: TrainConfig, plan: TrainPlan, job_id: st
         await_all(run, loads, config.heartbeat_s, events)
         frames = validation if isinstance(validation, list) else [validation]
         evaluator = run.workers[run.evaluator]
-        await_all(run, {run.evaluator: evaluator.set_evaluation.remote(frames, calibration or [])},
+        await_all(run, {run.evaluator: evaluator.set_evaluation.remote(
+            frames, calibration or [], config.evaluation == "beside")},
                   config.heartbeat_s, events)
     except BaseException:
         run.teardown()

@@ -20,6 +20,7 @@ Evaluation = Literal["after", "beside"]
 #: When the engine reads each epoch's validation metric (``TrainConfig.evaluation``).
 DEFAULT_EVALUATION: Evaluation = "after"
 
+
 def evaluation_named(value: str, field: str) -> Evaluation:
     """``value`` as an :data:`Evaluation`; ConfigError naming ``field`` if it is none."""
     for known in get_args(Evaluation):

@@ -220,13 +220,16 @@ class Worker:
                 **{f"{k}_seconds_per_batch": v / count for k, v in spent.items()
                    if k != "compute"}}
 
-    def set_evaluation(self, validation: list[bytes], calibration: list[bytes]) -> int:
+    def set_evaluation(self, validation: list[bytes], calibration: list[bytes],
+                       beside: bool = False) -> int:
         """Make this worker the run's evaluator: decode the validation set and the
-        calibration batches (BatchNorm's re-estimation); returns the validation samples."""
+        calibration batches (BatchNorm's re-estimation), and with ``beside`` build the
+        evaluation's own network; returns the validation samples."""
         val = read_frames(validation, self.workload)
         self.val = (torch.from_numpy(val.x), torch.from_numpy(val.y),
                     calibration_samples(calibration, self.workload))
-        self._evaluation_state()  # built now: building seeds the process's generator
+        if beside:  # built now: building seeds the process's generator
+            self._evaluation_state()
         return len(val.y)
 
     def evaluate(self, weights: list[Any] | None = None) -> dict[str, Any]:
