@@ -172,28 +172,6 @@ def test_sync_training_with_unequal_shards_takes_balanced_steps(runtime: RayRunt
         (r.val_accuracy, r.noise_scale, r.noise_scale_adam) for r in result.epochs]
 
 
-def test_overlapped_sync_steps_are_one_step_stale_and_balanced(runtime: RayRuntime) -> None:
-    """``sync`` with overlap (pipelined steps, Pipe-SGD): every worker computes step s on
-    the weights of step s-2's update while the server applies step s-1, so every step but
-    an epoch's first applies gradients exactly one version old, in equal steps on unequal
-    shards; every sample trains once, it learns, and the same job again takes the same
-    steps."""
-    plan = equal_plan(runtime.cluster, len(TRAIN_IDS), exclude=frozenset({"nano-2"}))
-    plan = type(plan)({"nano-0": 900, "nano-1": 537}, plan.batch_sizes, plan.ps_device,
-                      plan.store_device)
-    runs = [train(runtime, _quiet(mode="sync", epochs=2, overlap=True), plan) for _ in "ab"]
-    for result in runs:
-        _assert_each_sample_once(result)
-        for record in result.epochs:
-            steps = {w: s["steps"] for w, s in record.worker_stats.items()}
-            assert set(steps.values()) == {round(1437 / 64)}, steps
-            n = round(1437 / 64)
-            assert record.staleness_max == 1
-            assert record.staleness_mean == pytest.approx((n - 1) / n)
-    assert runs[0].epochs[-1].val_accuracy > 0.6
-    assert [r.val_accuracy for r in runs[0].epochs] == [r.val_accuracy for r in runs[1].epochs]
-
-
 def test_readings_beside_the_next_epoch_are_the_readings_after_it(runtime: RayRuntime) -> None:
     """``evaluation="beside"``: an epoch is read while the next one trains, on the
     evaluator's second network. Dropout's masks are seeded like the batches (seed, epoch,

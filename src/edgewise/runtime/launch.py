@@ -133,7 +133,7 @@ class MemberSpec:
                           config.optimizer, config.learning_rate, config.momentum,
                           config.compression, config.worker_memory_mb, config.heartbeat_s,
                           config.lr_schedule, config.epochs, treatment, config.ps_transport,
-                          config.overlap and config.mode != "async-paper", config.wire,
+                          config.overlap and config.mode == "async", config.wire,
                           config.mode == "sync" and config.wire != "float32")
 
 

@@ -260,8 +260,7 @@ def real(ctx: BenchContext) -> Figures:
     with tempfile.TemporaryDirectory(prefix="edgewise-tta-") as tmp:
         spec = shapes_setup(Path(tmp), per_class, ctx.seed)  # one data set, seeds per run
         setups = [TTASetup(spec, epochs, ctx.seed + r, target, wire_dtype=wire,
-                           evaluation=evaluation, overlap=bool(ctx.option("overlap")))
-              for r in range(repeats)]
+                           evaluation=evaluation) for r in range(repeats)]
         with ctx.timings.timed("arms_seconds"), clusters.up(RACE_CLUSTER, 0.0) as (runtime, ifname):
             runs = _arms(setups, ctx, runtime, ifname, set(arms), failed)
     figures: dict[str, Any] = figures_of(runs, target)
@@ -285,7 +284,7 @@ def real(ctx: BenchContext) -> Figures:
             "scaling_time_dilation": clusters.dilation.get(
                 SCALING_CLUSTER.removesuffix(".yaml")),
             "epochs": epochs, "per_class": per_class, "target": target, "arms": arms,
-            "wire_dtype": wire, "evaluation": evaluation, "overlap": bool(ctx.option("overlap")),
+            "wire_dtype": wire, "evaluation": evaluation,
             "seeds": [s.seed for s in setups]}
 
 
@@ -338,8 +337,6 @@ SPEC = BenchSpec(
              BenchOption("evaluation", DEFAULT_EVALUATION, "when the engine's arms read an "
                          "epoch: after (in its time) or beside (while the next trains; a "
                          "reading counts when known)", kind="str"),
-             BenchOption("overlap", False, "the engine's arms compute each batch while the "
-                         "server answers the last (a gradient one step older)", kind="bool"),
              BenchOption("where", "auto", "testbed (the kernel-enforced testbed; root), "
                          "emulated (this host), or auto: the testbed where the host can run "
                          "one", kind="str"),

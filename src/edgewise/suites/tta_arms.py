@@ -32,7 +32,6 @@ class TTASetup:
     lr_schedule: Literal["constant", "cosine"] = "cosine"
     wire_dtype: WireChoice = "auto"  # the engine's arms' weights and gradients on the wire
     evaluation: Evaluation = DEFAULT_EVALUATION  # the engine's arms' readings (TrainConfig)
-    overlap: bool = False  # the engine's arms compute a batch while the server answers
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,8 +122,7 @@ def edgewise_arm(runtime: RayRuntime, setup: TTASetup, policy: str, mode: str,
     config = TrainConfig(workload=workload, epochs=setup.epochs, seed=setup.seed,
                          mode=mode, learning_rate=setup.learning_rate,  # type: ignore[arg-type]
                          lr_schedule=setup.lr_schedule, worker_memory_mb=1024,
-                         wire_dtype=setup.wire_dtype, evaluation=setup.evaluation,
-                         overlap=setup.overlap, **extra)
+                         wire_dtype=setup.wire_dtype, evaluation=setup.evaluation, **extra)
     done = execute(runtime, problem, plan, config=config)
     records = done.result.epochs
     accs, times = curve_of([r.val_accuracy for r in records],
