@@ -356,6 +356,23 @@ def test_the_launcher_passes_the_wire_dtype_to_the_job_and_refuses_others() -> N
             schema(shards={"nano-0": 100}, mode="async", wire_dtype="int8")  # type: ignore[call-arg]
 
 
+def test_the_launcher_passes_the_evaluation_to_the_job_and_refuses_others() -> None:
+    """A launch's ``evaluation`` reaches the job's spec; both default to the engine's; a
+    value that is neither after nor beside is refused."""
+    from pydantic import ValidationError
+
+    from edgewise.runtime.plan import TrainConfig
+    from edgewise.update.api import _job_spec
+    from edgewise.update.api_schemas import LaunchRequest, TrainJobSpec
+
+    for schema in (LaunchRequest, TrainJobSpec):
+        assert schema.model_fields["evaluation"].default == TrainConfig().evaluation
+        with pytest.raises(ValidationError, match="evaluation"):
+            schema(shards={"nano-0": 100}, evaluation="sideways")  # type: ignore[call-arg]
+    launch = LaunchRequest(shards={"nano-0": 100}, evaluation="beside")
+    assert _job_spec(launch).evaluation == "beside"
+
+
 def test_an_update_job_plans_with_goodput_and_its_noise_scale(cluster: Cluster) -> None:
     """A job's spec takes ``deep-edge-goodput`` with the noise scale it plans with (and a
     re-plan after a fault keeps it, in the problem); without one the spec is refused."""

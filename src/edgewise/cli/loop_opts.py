@@ -36,8 +36,8 @@ WireOpt = typer.Option(
 EvaluationOpt = typer.Option(
     DEFAULT_EVALUATION, "--evaluation",
     help="when each epoch's validation accuracy is read: after (the epoch waits for it) or "
-         "beside (the evaluating worker reads it while the next epoch trains; the time to "
-         "accuracy counts a reading when it is known)")
+         "beside (the evaluating worker reads it at idle priority while the next epoch "
+         "trains; the time to accuracy counts a reading when it is known)")
 
 
 def checked_evaluation(evaluation: str) -> Evaluation:

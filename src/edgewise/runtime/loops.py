@@ -1,11 +1,12 @@
-"""The training loops' names and the default one (standard library only, so that the
-manager's request schemas can name them without importing the engine or PyTorch)."""
+"""The training loops' names and the default one, and when an epoch is read (standard
+library only, so that the manager's request schemas can name them without importing the
+engine or PyTorch)."""
 
 from __future__ import annotations
 
 from typing import Literal
 
-__all__ = ["DEFAULT_MODE", "MODES", "Mode"]
+__all__ = ["DEFAULT_EVALUATION", "DEFAULT_MODE", "MODES", "Evaluation", "Mode"]
 
 #: The loops: ``async`` (asynchronous, with the staleness treatment ``TrainConfig.staleness``),
 #: ``async-paper`` (Deep-Edge's own: push after every batch, pull before the next, every
@@ -16,3 +17,8 @@ MODES: tuple[Mode, ...] = ("async", "async-paper", "sync")
 #: (2026-11-28, two runs: ``fair/sync`` at 0.90 first, in 34.5 and 39.0 device seconds; the
 #: best ``async`` arm in 145.6 and 110.9; docs/workloads.md).
 DEFAULT_MODE: Mode = "sync"
+
+#: When the engine reads each epoch's validation metric (``TrainConfig.evaluation``):
+#: ``after`` the epoch, within its time, or ``beside`` the next one.
+Evaluation = Literal["after", "beside"]
+DEFAULT_EVALUATION: Evaluation = "after"

@@ -9,17 +9,12 @@ from typing import Literal, get_args
 from edgewise.cluster.model import Cluster, Role
 from edgewise.errors import ConfigError
 from edgewise.nn.workload import Workload, builtin_workload
-from edgewise.runtime.loops import DEFAULT_MODE, MODES, Mode
+from edgewise.runtime.loops import DEFAULT_EVALUATION, DEFAULT_MODE, MODES, Evaluation, Mode
 from edgewise.runtime.staleness import TreatmentName
 from edgewise.wire.frames import WireChoice, WireDtype, resolve_wire, wire_dtype_named
 
 __all__ = ["DEFAULT_EVALUATION", "DEFAULT_MODE", "DEFAULT_STALENESS", "MODES", "Evaluation",
            "Mode", "TrainConfig", "TrainPlan", "equal_plan", "evaluation_named"]
-
-Evaluation = Literal["after", "beside"]
-#: When the engine reads each epoch's validation metric (``TrainConfig.evaluation``).
-DEFAULT_EVALUATION: Evaluation = "after"
-
 
 def evaluation_named(value: str, field: str) -> Evaluation:
     """``value`` as an :data:`Evaluation`; ConfigError naming ``field`` if it is none."""
@@ -71,8 +66,8 @@ class TrainConfig:
     (:attr:`wire`)."""
     evaluation: Evaluation = DEFAULT_EVALUATION
     """When an epoch's validation reading is taken: ``after`` the epoch, within its time, or
-    ``beside`` the next epoch, by the evaluating worker on a network of the evaluation's own
-    while it trains (``runtime.readings``): the epoch's time holds no evaluation, and its
+    ``beside`` the next epoch, by the evaluating worker on a network of the evaluation's own,
+    on a thread at idle priority, while it trains (``runtime.readings``, ``runtime.idle``): the epoch's time holds no evaluation, and its
     reading is known its evaluation's seconds after the epoch's end
     (``EpochRecord.reading_device_seconds``). The last epoch's reading is always taken
     after it; beside, the other epochs' checkpoints keep the server's running BatchNorm

@@ -7,6 +7,7 @@ import hashlib
 import logging
 import os
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -21,6 +22,7 @@ from edgewise.runtime.datastore import chunks
 from edgewise.runtime.emulation import emulated_compute
 from edgewise.runtime.evaluate import calibration_samples, statistics_frame, validation_metric
 from edgewise.runtime.heartbeat import Heartbeat
+from edgewise.runtime.idle import idle_executor
 from edgewise.runtime.psplane import LEAVE, PULL, PUSH_ASYNC, PUSH_SYNC, PlaneClient
 from edgewise.runtime.shaping import ByteCounter, ShapedLink
 from edgewise.runtime.syncdelta import check_delta
@@ -31,6 +33,7 @@ from edgewise.wire.frames import WireDtype, decode
 __all__ = ["Worker"]
 
 _RSS_CHECK_EVERY = 20
+Validation = tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]  # x, y, calibration x
 _log = logging.getLogger(__name__)
 
 
@@ -74,8 +77,9 @@ class Worker:
         self.x = torch.zeros(0)
         self.y = torch.zeros(0, dtype=torch.int64)
         self.ids = np.zeros(0, np.int64)
-        self.val: tuple[torch.Tensor, torch.Tensor, torch.Tensor | None] | None = None
+        self.val: Validation | None = None
         self.evaluation: FlatState | None = None  # the evaluation's network, beside this one
+        self.beside: ThreadPoolExecutor | None = None  # its thread, at idle priority
 
     def load_shard(self, store: Any, positions: np.ndarray,
                    chunk_samples: int | None = None) -> int:
@@ -243,15 +247,22 @@ class Worker:
         meanwhile (``TrainConfig.evaluation`` ``beside``)."""
         if self.val is None:
             raise RuntimeError(f"{self.name} is not the run's evaluator")
+        if weights is None:
+            return self._evaluate(self.ps.weights.remote(), self.flat, self.val)
+        if self.beside is None:  # the training's thread keeps the CPU it wants
+            self.beside = idle_executor(f"evaluate-{self.device}")
+        return self.beside.submit(self._evaluate, weights[0], self._evaluation_state(),
+                                  self.val).result()
+
+    def _evaluate(self, ref: Any, flat: FlatState, val: Validation) -> dict[str, Any]:
         t0 = time.perf_counter()
-        frame = ray.get(self.ps.weights.remote() if weights is None else weights[0])
-        flat = self.flat if weights is None else self._evaluation_state()
+        frame = ray.get(ref)
         decoded = decode(frame_view(frame))
         carry(self.ps_link, len(frame), self.counter,
               raw_bytes=sum(a.nbytes for a in decoded.arrays.values()))
         flat.load_weights(decoded)
         with emulated_compute(self.stretch):
-            metric = validation_metric(flat.model, self.workload.task, *self.val)
+            metric = validation_metric(flat.model, self.workload.task, *val)
         return {"val_accuracy": metric, "validation_seconds": time.perf_counter() - t0,
                 "statistics": statistics_frame(flat.model)}
 
@@ -284,5 +295,7 @@ class Worker:
 
     def stop(self) -> None:
         self.hb.stop()
+        if self.beside is not None:
+            self.beside.shutdown(wait=False)
         if self.plane is not None:
             self.plane.close()

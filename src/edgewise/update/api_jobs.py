@@ -219,7 +219,8 @@ def _execute(spec: TrainJobSpec, planned: Planned, ctx: JobContext) -> dict[str,
     and their deadline misses are the job's too."""
     job_plan, workload = planned.payload
     config = TrainConfig(model=spec.model, workload=workload, mode=spec.mode,
-                         wire_dtype=spec.wire_dtype, epochs=spec.epochs,
+                         wire_dtype=spec.wire_dtype, evaluation=spec.evaluation,
+                         epochs=spec.epochs,
                          learning_rate=spec.learning_rate, seed=spec.seed,
                          target_accuracy=spec.target_accuracy)
     done = execute(ctx.runtime, job_plan.problem, job_plan.executed, config=config,

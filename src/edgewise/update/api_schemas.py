@@ -8,7 +8,7 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_vali
 
 from edgewise.jobs import MAX_DEVICES, BatchSize, DeviceName, ShardSize
 from edgewise.jobs.workload import HttpWorkload
-from edgewise.runtime.loops import DEFAULT_MODE, Mode
+from edgewise.runtime.loops import DEFAULT_EVALUATION, DEFAULT_MODE, Evaluation, Mode
 from edgewise.update.models import CALIBRATED, NAME_PATTERN
 from edgewise.wire.frames import WireChoice
 
@@ -163,6 +163,7 @@ class LaunchRequest(BaseModel):
     batch_sizes: dict[DeviceName, BatchSize] | None = Field(default=None, max_length=MAX_WORKERS)
     mode: Mode = DEFAULT_MODE
     wire_dtype: WireChoice = "auto"
+    evaluation: Evaluation = DEFAULT_EVALUATION
     epochs: int = Field(default=5, ge=1, le=100)
     learning_rate: float = Field(default=0.01, gt=0, le=10)
     seed: int = Field(default=0, ge=0, le=MAX_SEED)
@@ -242,6 +243,11 @@ class TrainJobSpec(BaseModel):
         "server and its workers: float32, bfloat16/float16 (half the bytes), or int8 (a "
         "quarter, with a scale per 256 values; the sync loop only); auto: bfloat16 for the "
         "sync loop, float32 for the others")
+    evaluation: Evaluation = Field(
+        default=DEFAULT_EVALUATION, description="when each epoch's validation accuracy is "
+        "read: after the epoch (in its time), or beside the next one (the evaluating worker "
+        "reads it at idle priority while the next epoch trains; the time to accuracy counts "
+        "a reading when it is known)")
     epochs: int = Field(default=5, ge=1, le=100)
     policy: Literal["deep-edge", "deep-edge-goodput", "fair", "equal"] = Field(
         default="equal", description="how shards and batches are planned without ``shards``")
