@@ -67,9 +67,9 @@ class TrainConfig:
     evaluation: Evaluation = DEFAULT_EVALUATION
     """When an epoch's validation reading is taken: ``after`` the epoch, within its time, or
     ``beside`` the next epoch, by the evaluating worker on a network of the evaluation's own,
-    on a thread at idle priority, while it trains (``runtime.readings``, ``runtime.idle``): the epoch's time holds no evaluation, and its
-    reading is known its evaluation's seconds after the epoch's end
-    (``EpochRecord.reading_device_seconds``). The last epoch's reading is always taken
+    on a thread at idle priority, while it trains (``runtime.readings``, ``runtime.idle``):
+    the epoch's time holds no evaluation, and its reading is known its evaluation's seconds
+    after the epoch's end (``EpochRecord.reading_device_seconds``). The last epoch's reading is always taken
     after it; beside, the other epochs' checkpoints keep the server's running BatchNorm
     statistics instead of those the reading re-estimated."""
     ps_transport: Literal["socket", "ray"] = "socket"
