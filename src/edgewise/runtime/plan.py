@@ -69,8 +69,8 @@ class TrainConfig:
     ``beside`` the next epoch, by the evaluating worker on a network of the evaluation's own,
     on a thread at idle priority, while it trains (``runtime.readings``, ``runtime.idle``):
     the epoch's time holds no evaluation, and its reading is known its evaluation's seconds
-    after the epoch's end (``EpochRecord.reading_device_seconds``). The last epoch's reading is always taken
-    after it; beside, the other epochs' checkpoints keep the server's running BatchNorm
+    after the epoch's end (``EpochRecord.reading_device_seconds``). The last epoch's
+    reading is always taken after it; beside, the other epochs' checkpoints keep the server's running BatchNorm
     statistics instead of those the reading re-estimated."""
     ps_transport: Literal["socket", "ray"] = "socket"
     """How workers push and pull every batch: over a TCP connection each to the server's
