@@ -122,7 +122,7 @@ def single_worker_overhead_ratio(workload: Workload, *, batch_size: int = 32, ep
     cluster = cluster_from_dict(_CLUSTER, source="overhead")
     config = TrainConfig(workload=workload, mode="async", epochs=epochs + 1,
                          learning_rate=learning_rate, seed=seed, heartbeat_s=2.0,
-                         worker_memory_mb=2048)
+                         worker_memory_mb=2048, evaluation="after")  # as the bare loop
     done = resolved(workload, validate(workload, seed=seed, batch_size=batch_size))
     n = open_data(done, seed).size("train")
     plan = TrainPlan({_HOST: n}, {_HOST: batch_size}, _HOST, _HOST, "overhead")

@@ -64,7 +64,8 @@ def fault_figures(runtime: RayRuntime, faults: FaultInjector, restart: Any, *,
     workers = [d.name for d in cluster.with_role(Role.WORKER)]
     ps = cluster.with_role(Role.PARAMETER_SERVER)[0].name
     n = len(digits_split()[0].ids)
-    config = TrainConfig(mode="async", epochs=epochs, seed=seed, heartbeat_s=0.5)
+    config = TrainConfig(mode="async", epochs=epochs, seed=seed, heartbeat_s=0.5,
+                         evaluation="after")
     kill = KillMidEpoch(workers[1], 1, n, nodes=faults.nodes)
     killed = train(runtime, config, equal_plan(cluster, n), events=kill)
     restart(workers[1])

@@ -181,7 +181,8 @@ def update_figures(runtime: RayRuntime, *, quick: bool, seed: int, progress: Pro
         for k, (policy, outcome) in enumerate(outcomes.items()):
             progress(f"running the {policy} plan", 0.65 + 0.17 * k)
             run = execute(runtime, problem, outcome.plan,
-                          config=TrainConfig(mode="async", epochs=epochs, seed=seed))
+                          config=TrainConfig(mode="async", epochs=epochs, seed=seed,
+                                             evaluation="after"))  # epochs as predicted
             figures[f"update_{policy.replace('-', '_')}"] = {
                 "shards": dict(outcome.plan.shards), "batch_sizes": dict(outcome.plan.batch_sizes),
                 "predicted_violations": list(outcome.score.violations),
