@@ -39,6 +39,7 @@ from edgewise.runtime.plan import (
     check_reservations,
     equal_plan,
 )
+from edgewise.runtime.pscheckpoint import with_statistics
 from edgewise.runtime.ray_cluster import RayRuntime
 from edgewise.runtime.readings import evaluate_beside, evaluate_epoch
 from edgewise.runtime.records import EpochRecord, Interruption, TrainResult, time_to_accuracy
@@ -90,6 +91,10 @@ def _save(path: Path | None, epoch: int, frame: bytes) -> Path | None:
     return target
 
 
+def _unsaved(epoch: int, frame: bytes) -> None:
+    """A checkpoint's save on landing, for an epoch whose reading is still to come."""
+
+
 class _Job:
     """The state that survives attempts: checkpoint, records, strikes."""
 
@@ -108,6 +113,7 @@ class _Job:
         self.workload: Workload | None = None
         self.done_before = 0  # epochs a resumed job had completed before this run
         self.reading: tuple[int, Any] | None = None  # an evaluation beside the next epoch
+        self.unread: dict[int, bytes | None] = {}  # epochs read beside: their statistics
 
     @property
     def done(self) -> int:
@@ -140,7 +146,12 @@ class _Job:
                 evaluate=False, statistics=measured.pop("statistics", None),
                 keep_checkpoint=True)) | measured
             wall = time.perf_counter() - t0
-            self.shipment = ship(attempt.ps, epoch, partial(_save, self.checkpoint_dir))
+            # an epoch read beside is saved once read (_land), with the statistics it was
+            # read with: a checkpoint on disk is an epoch whose accuracy is known
+            if reading is not None:
+                self.unread[epoch] = None
+            self.shipment = ship(attempt.ps, epoch, _unsaved if reading is not None else
+                                 partial(_save, self.checkpoint_dir))
             ids = decode(out["applied_ids"]).arrays["ids"].copy()
             record = EpochRecord(epoch, out["val_accuracy"], wall, len(ids) / wall,
                                  attempt.plan.workers, ids, stats, out.get("push_seconds", 0.0),
@@ -182,6 +193,8 @@ class _Job:
                          reading_device_seconds=measured["validation_seconds"]
                          / self.runtime.time_dilation)
         self.records[at[0]] = record
+        if epoch in self.unread:
+            self.unread[epoch] = measured.get("statistics")
         self.events("epoch_end", {"epoch": epoch, "record": record})
         if wait_s is None:
             self._reached_target()
@@ -214,6 +227,11 @@ class _Job:
             if attempt is not None:
                 ps_get(attempt, shipment.ref, timeout_s=0)  # the server's loss: Interrupted
             return
+        if shipment.epoch in self.unread:  # read beside: saved now that its reading is in
+            statistics = self.unread.pop(shipment.epoch)
+            if statistics is not None:
+                frame = with_statistics(frame, statistics, self.config.compression)
+            path = _save(self.checkpoint_dir, shipment.epoch, frame)
         self.checkpoint, self.checkpoint_path = frame, path
         self.events("checkpoint", {"epoch": shipment.epoch, "path": path})
 

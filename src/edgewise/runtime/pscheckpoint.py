@@ -11,7 +11,7 @@ import torch
 from edgewise.runtime.trainstate import FlatState, codec_for
 from edgewise.wire.frames import Codec, decode, encode, to_torch
 
-__all__ = ["checkpoint_frame", "restore"]
+__all__ = ["checkpoint_frame", "restore", "with_statistics"]
 
 
 def _tensors(flat: FlatState, params: Mapping[str, torch.nn.Parameter],
@@ -52,3 +52,19 @@ def restore(frame: bytes, flat: FlatState, params: Mapping[str, torch.nn.Paramet
         if state:
             opt.state[param] = state
     return int(decoded.meta.get("updates", 0))
+
+
+def with_statistics(frame: bytes, statistics: bytes, compression: Codec) -> bytes:
+    """The checkpoint ``frame`` with the buffers of a ``statistics`` frame (BatchNorm's,
+    as re-estimated by an evaluation: ``runtime.evaluate.statistics_frame``) in place of its
+    own, encoded as :func:`checkpoint_frame` encodes; its weights, optimiser state and meta
+    unchanged. A buffer the checkpoint lacks, or of another shape, is a layout mismatch
+    (ValueError)."""
+    decoded = decode(frame)
+    tensors = dict(to_torch(decoded))
+    for name, value in to_torch(decode(statistics)).items():
+        if name not in tensors or tensors[name].shape != value.shape:
+            raise ValueError(f"the statistics' {name} does not match the checkpoint's layout")
+        tensors[name] = value
+    largest = max(tensors.values(), key=lambda t: t.numel() * t.element_size())
+    return encode(tensors, compression=codec_for(largest, compression), meta=decoded.meta)
