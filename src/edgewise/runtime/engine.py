@@ -137,7 +137,7 @@ class _Job:
             beside = self.config.evaluation == "beside" and not self.stopped_early and \
                 epoch + 1 < self.config.epochs
             # the evaluator measures first: the checkpoint keeps the statistics it measured
-            # with (beside the next epoch: the server's own running statistics)
+            # with (beside the next epoch: given to the checkpoint when it lands, _land)
             measured = {} if beside else evaluate_epoch(attempt, self.config.heartbeat_s,
                                                         self.events)
             reading = evaluate_beside(attempt) if beside else None

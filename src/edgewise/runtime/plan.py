@@ -70,8 +70,8 @@ class TrainConfig:
     on a thread at idle priority, while it trains (``runtime.readings``, ``runtime.idle``):
     the epoch's time holds no evaluation, and its reading is known its evaluation's seconds
     after the epoch's end (``EpochRecord.reading_device_seconds``). The last epoch's
-    reading is always taken after it; beside, the other epochs' checkpoints keep the
-    server's running BatchNorm statistics instead of those the reading re-estimated."""
+    reading is always taken after it; beside, an epoch's checkpoint is saved once its
+    reading is in, with the BatchNorm statistics the reading re-estimated, as after."""
     ps_transport: Literal["socket", "ray"] = "socket"
     """How workers push and pull every batch: over a TCP connection each to the server's
     data plane (``runtime.psplane``), or as Ray actor calls (about 20 times the server's CPU
