@@ -42,6 +42,27 @@ def _free_ports(count: int) -> list[int]:
     return ports
 
 
+def _free_range(count: int, avoid: set[int]) -> int:
+    """The first of ``count`` consecutive ports that are free now and none of ``avoid``:
+    the worker ports' range, which must not hold another component's port (Ray refuses to
+    start then: a fresh clone's run of 2026-12-06 drew the client server's port inside it)."""
+    for _ in range(200):
+        (lo,) = _free_ports(1)
+        span = range(lo, lo + count)
+        if span[-1] < 65536 and not avoid.intersection(span) and all(map(_bindable, span)):
+            return lo
+    raise RuntimeError(f"no {count} consecutive free ports found")
+
+
+def _bindable(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
 def _pids_mentioning(marker: str) -> list[int]:
     found = []
     for entry in Path("/proc").iterdir():
@@ -60,7 +81,9 @@ def foreign_head() -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
     terminating its `ray start --block` process and then killing what still runs from
     its temp dir: only its processes."""
     temp = tempfile.mkdtemp(prefix="ewfh", dir="/tmp")  # short: Ray's socket paths
-    gcs, nm, om, client, agent, agent_grpc, metrics, env_agent, lo = _free_ports(9)
+    ports = _free_ports(8)
+    gcs, nm, om, client, agent, agent_grpc, metrics, env_agent = ports
+    lo = _free_range(21, set(ports))
     argv = [RAY, "start", "--head", "--block", "--node-ip-address=127.0.0.1", f"--port={gcs}",
             f"--node-manager-port={nm}", f"--object-manager-port={om}",
             f"--ray-client-server-port={client}", f"--dashboard-agent-listen-port={agent}",
