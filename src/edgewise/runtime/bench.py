@@ -112,6 +112,13 @@ def run_runtime_bench(cluster_file: Path = DEFAULT_CLUSTER, *, epochs: int = 8,
             "host": platform.node(), "seconds": round(time.perf_counter() - started, 1)}
 
 
+def _throughput_config(epochs: int, seed: int) -> TrainConfig:
+    """The throughput runs' training: ``async``, each epoch read after it (not beside the
+    next, whose evaluation would share the evaluating worker's device with its training),
+    so their samples a second are the training's alone, as they always were."""
+    return TrainConfig(mode="async", epochs=epochs, seed=seed, evaluation="after")
+
+
 def runtime_figures(runtime: RayRuntime, *, epochs: int = 8, solo_epochs: int = 4,
                     seed: int = 0, progress: Progress = lambda msg: None) -> dict[str, Any]:
     """Steps 1–3 of the protocol on ``runtime`` (any cluster with three identical workers:
@@ -184,9 +191,3 @@ SPEC = BenchSpec(
 )
 """``edgewise bench runtime``."""
 
-
-def _throughput_config(epochs: int, seed: int) -> TrainConfig:
-    """The throughput runs' training: ``async``, each epoch read after it (not beside the
-    next, whose evaluation would share the evaluating worker's device with its training),
-    so their samples a second are the training's alone, as they always were."""
-    return TrainConfig(mode="async", epochs=epochs, seed=seed, evaluation="after")

@@ -146,12 +146,10 @@ class _Job:
                 evaluate=False, statistics=measured.pop("statistics", None),
                 keep_checkpoint=True)) | measured
             wall = time.perf_counter() - t0
-            # an epoch read beside is saved once read (_land), with the statistics it was
-            # read with: a checkpoint on disk is an epoch whose accuracy is known
-            if reading is not None:
-                self.unread[epoch] = None
-            self.shipment = ship(attempt.ps, epoch, _unsaved if reading is not None else
-                                 partial(_save, self.checkpoint_dir))
+            save = partial(_save, self.checkpoint_dir)
+            if reading is not None:  # saved once read (_land), with the statistics read with:
+                self.unread[epoch], save = None, _unsaved  # a saved epoch's accuracy is known
+            self.shipment = ship(attempt.ps, epoch, save)
             ids = decode(out["applied_ids"]).arrays["ids"].copy()
             record = EpochRecord(epoch, out["val_accuracy"], wall, len(ids) / wall,
                                  attempt.plan.workers, ids, stats, out.get("push_seconds", 0.0),
