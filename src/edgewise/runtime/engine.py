@@ -146,7 +146,7 @@ class _Job:
                 evaluate=False, statistics=measured.pop("statistics", None),
                 keep_checkpoint=True)) | measured
             wall = time.perf_counter() - t0
-            save = partial(_save, self.checkpoint_dir)
+            save: Callable[[int, bytes], Path | None] = partial(_save, self.checkpoint_dir)
             if reading is not None:  # saved once read (_land), with the statistics read with:
                 self.unread[epoch], save = None, _unsaved  # a saved epoch's accuracy is known
             self.shipment = ship(attempt.ps, epoch, save)
