@@ -35,3 +35,12 @@ def test_lowering_a_thread_says_how() -> None:
     thread.join()
     expected = {"idle"} if hasattr(os, "SCHED_IDLE") else {"nice", "none"}
     assert seen[0] in expected
+
+
+def test_an_unlowered_thread_keeps_its_callers_policy() -> None:
+    """An emulated device's evaluation thread: not lowered, it runs at the caller's policy."""
+    pool = idle_executor("plain", lowered=False)
+    try:
+        assert pool.submit(_policy).result() == _policy()
+    finally:
+        pool.shutdown()

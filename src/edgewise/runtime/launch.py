@@ -216,7 +216,8 @@ def launch(runtime: RayRuntime, config: TrainConfig, plan: TrainPlan, job_id: st
         frames = validation if isinstance(validation, list) else [validation]
         evaluator = run.workers[run.evaluator]
         await_all(run, {run.evaluator: evaluator.set_evaluation.remote(
-            frames, calibration or [], config.evaluation == "beside")},
+            frames, calibration or [], config.evaluation == "beside",
+            idle=not runtime.emulated)},
                   config.heartbeat_s, events)
     except BaseException:
         run.teardown()

@@ -79,7 +79,8 @@ class Worker:
         self.ids = np.zeros(0, np.int64)
         self.val: Validation | None = None
         self.evaluation: FlatState | None = None  # the evaluation's network, beside this one
-        self.beside: ThreadPoolExecutor | None = None  # its thread, at idle priority
+        self.beside: ThreadPoolExecutor | None = None  # its thread (set_evaluation)
+        self.idle_beside = True  # that thread at idle priority
 
     def load_shard(self, store: Any, positions: np.ndarray,
                    chunk_samples: int | None = None) -> int:
@@ -225,10 +226,12 @@ class Worker:
                    if k != "compute"}}
 
     def set_evaluation(self, validation: list[bytes], calibration: list[bytes],
-                       beside: bool = False) -> int:
+                       beside: bool = False, idle: bool = True) -> int:
         """Make this worker the run's evaluator: decode the validation set and the
         calibration batches (BatchNorm's re-estimation), and with ``beside`` build the
-        evaluation's own network; returns the validation samples."""
+        evaluation's own network, read on a thread at idle priority where ``idle`` (a device
+        of its own, ``runtime.idle.idle_executor``); returns the validation samples."""
+        self.idle_beside = idle
         val = read_frames(validation, self.workload)
         self.val = (torch.from_numpy(val.x), torch.from_numpy(val.y),
                     calibration_samples(calibration, self.workload))
@@ -250,7 +253,7 @@ class Worker:
         if weights is None:
             return self._evaluate(self.ps.weights.remote(), self.flat, self.val)
         if self.beside is None:  # the training's thread keeps the CPU it wants
-            self.beside = idle_executor(f"evaluate-{self.device}")
+            self.beside = idle_executor(f"evaluate-{self.device}", lowered=self.idle_beside)
         return self.beside.submit(self._evaluate, weights[0], self._evaluation_state(),
                                   self.val).result()
 
