@@ -409,6 +409,11 @@ def test_a_worker_past_its_devices_memory_limit_is_named_out_of_memory(
         result = train(tb.runtime, config, plan, ledger=ledger)
     finally:
         limit_file.write_text(kept)
+        # the kernel ends the largest process of the cgroup: on a slow host that can be the
+        # node's own raylet while the worker is still importing PyTorch; the device then has
+        # to come back for the tests after this one (the job's outcome is checked below)
+        if tb.runtime.lost_devices(("nano-2",)):
+            tb.restart_node("nano-2")
     lost = [i for i in result.interruptions if i.device == "nano-2"]
     assert lost, [(i.device, i.reason) for i in result.interruptions]
     assert lost[0].reason.startswith("out of memory: the kernel ended it at nano-2's memory "
@@ -440,6 +445,7 @@ def test_fault_commands_freeze_thaw_cut_and_heal(live: Live) -> None:
     the kernel (no TCP connection gets through) and healed."""
     plan, cgroups = live.tb.record.plan, live.tb.nodes.cgroups
     nano, head = plan.node("nano-2"), plan.head  # the head's GCS answers TCP
+    assert live.tb.runtime.lost_devices() == frozenset()  # an earlier test's loss is not ours
 
     def fault(*argv: str) -> None:
         done = subprocess.run([EDGEWISE, "fault", *argv, "--testbed", NAME], env=live.env(),
