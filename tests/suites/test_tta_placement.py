@@ -103,3 +103,54 @@ def test_a_failed_arm_is_recorded_and_the_other_arms_are_kept(
     assert failed == {"fair/async, seed 1": "model: transformers has no config class 'X'"}
     assert [sorted(run) for run in runs] == [["fair/async", "fair/sync"], ["fair/sync"]]
     assert any("fair/async, seed 1 failed" in m for m in messages)
+
+
+def test_ctrl_c_keeps_the_arms_measured_so_far(monkeypatch: pytest.MonkeyPatch,
+                                               tmp_path: Path) -> None:
+    """Ctrl-C in seed 1's second arm: seed 0's arms and seed 1's first are kept, the race
+    stops there, and ``interrupted`` names where."""
+    from edgewise.suites import time_to_accuracy as tta
+    from edgewise.suites.tta_arms import ArmResult, TTASetup
+
+    ran: list[tuple[str, int]] = []
+
+    def arm(name: str, setup: TTASetup, *_: object) -> ArmResult:
+        if (name, setup.seed) == ("fair/sync", 1):
+            raise KeyboardInterrupt
+        ran.append((name, setup.seed))
+        return ArmResult(name, (0.95,), (1.0,))
+
+    monkeypatch.setattr(tta, "_arm", arm)
+    ctx = SimpleNamespace(progress=lambda message, share: None)
+    setups = [TTASetup(tmp_path / "w.yaml", 1, seed, 0.9) for seed in (0, 1, 2)]
+    failed: dict[str, str] = {}
+    runs = tta._arms(setups, ctx, _runtime(True), None,  # type: ignore[arg-type]
+                     {"fair/async", "fair/sync"}, failed)
+    assert ran == [("fair/async", 0), ("fair/sync", 0), ("fair/async", 1)]
+    assert [sorted(run) for run in runs] == [["fair/async", "fair/sync"], ["fair/async"]]
+    assert failed == {"interrupted": "fair/sync, seed 1: interrupted"}
+
+
+def _cut_short(ctx: object) -> dict[str, object]:
+    """A bench part that Ctrl-C stopped after measuring something."""
+    return {"measured_seconds": 1.5, "interrupted": True}
+
+
+def test_a_bench_cut_short_prints_what_it_measured_then_exits_130() -> None:
+    import json
+
+    import typer
+    from typer.testing import CliRunner
+
+    from edgewise.bench import BenchSpec
+    from edgewise.cli.bench import command
+
+    spec = BenchSpec("cut-short", "a bench stopped part way", simulated=None,
+                     real=f"{__name__}:_cut_short", has_quick=False)
+    app = typer.Typer()
+    app.command("cut-short")(command(spec))
+    app.command("other")(lambda: None)  # two commands: the app takes the command's name
+    done = CliRunner().invoke(app, ["cut-short", "--json"])
+    assert done.exit_code == 130, done.output
+    printed = json.loads(done.stdout[done.stdout.index("{"):done.stdout.rindex("}") + 1])
+    assert printed["measured_seconds"] == 1.5 and printed["interrupted"] is True

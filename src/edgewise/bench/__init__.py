@@ -2,9 +2,9 @@
 
 from edgewise.bench.driver import load_object, load_part, run_bench
 from edgewise.bench.progress import Progress, Ticker, silent, within
-from edgewise.bench.spec import BenchContext, BenchOption, BenchSpec, Figures, Timings
+from edgewise.bench.spec import INTERRUPTED, BenchContext, BenchOption, BenchSpec, Figures, Timings
 
 __all__ = [
-    "BenchContext", "BenchOption", "BenchSpec", "Figures", "Progress", "Ticker", "Timings",
-    "load_object", "load_part", "run_bench", "silent", "within",
+    "INTERRUPTED", "BenchContext", "BenchOption", "BenchSpec", "Figures", "Progress", "Ticker",
+    "Timings", "load_object", "load_part", "run_bench", "silent", "within",
 ]  # fmt: skip

@@ -11,9 +11,10 @@ from typing import Any, Literal
 
 from edgewise.bench.progress import Progress, Ticker, silent
 
-__all__ = ["BenchContext", "BenchOption", "BenchSpec", "Figures", "Timings"]
+__all__ = ["INTERRUPTED", "BenchContext", "BenchOption", "BenchSpec", "Figures", "Timings"]
 
 Figures = dict[str, Any]
+INTERRUPTED = "interrupted"  # a figures key: true where Ctrl-C cut the bench short
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,7 +20,14 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from edgewise.anatomy import problems
-from edgewise.bench import BenchOption, BenchSpec, Figures, load_object, run_bench
+from edgewise.bench import (
+    INTERRUPTED,
+    BenchOption,
+    BenchSpec,
+    Figures,
+    load_object,
+    run_bench,
+)
 from edgewise.cli.common import err, out, state_dir, user_errors, writable_folder
 from edgewise.cli.stages import plain_progress
 from edgewise.cli.tables import print_fitted
@@ -196,6 +203,8 @@ def command(spec: BenchSpec) -> Callable[..., None]:
                 include_real=kwargs.get("real", True), plots_dir=folder,
                 options={k: kwargs[k] for k in own}, progress=progress))
         emit(figures, kwargs["as_json"], f"edgewise bench {spec.name}")
+        if figures.get(INTERRUPTED):  # what was measured is out; the run was not whole
+            raise KeyboardInterrupt
 
     run.__signature__ = inspect.Signature([*_shared(spec), *map(_own, spec.options)])  # type: ignore[attr-defined]
     run.__doc__ = spec.title

@@ -27,15 +27,15 @@ each epoch with their running statistics, outside its time
 (``tta_device_seconds_running_statistics``).
 
 Each arm's time to accuracy is the device seconds until its first epoch at the target (the
-epochs' wall seconds ÷ the time dilation). One run decides little: the engine's runs are not
-reproducible for a seed (two one-epoch ``sync`` runs of one worker, no apps, ended with
-different weights; the cause is not found, and ordering the pushes of a step did not remove
-it), and ``fair/sync`` took 21.2 and 47.0 device seconds to 0.90 in two runs of seed 0. So
-every figure is the median over runs of several seeds (MLPerf Training likewise times several
-runs and averages them without the fastest and slowest). ``ps_scaling_efficiency_3_workers`` is
-the runtime bench's (three Nanos of ``three-nanos.yaml``, digits; on a testbed of its own where
-the race ran on one; the median of ``repeats`` runs) and ``ps_scaling_link_bound`` the efficiency
-the links to the server allow for the bytes each sample moves in that run (:func:`link_bound`).
+epochs' wall seconds ÷ the time dilation). One run decides little: seeds differ (DDP took
+4.14 to 5.88 device seconds to 0.90 over seeds 0–2 on 2026-12-06), so every figure is the
+median over runs of several seeds (MLPerf Training likewise times several runs and averages
+them without the fastest and slowest). Ctrl-C ends the race with the arms measured so far
+(``interrupted``; no scaling part), printed like a whole run's, and the command exits 130.
+``ps_scaling_efficiency_3_workers`` is the runtime bench's (three Nanos of
+``three-nanos.yaml``, digits; on a testbed of its own where the race ran on one; the median
+of ``repeats`` runs) and ``ps_scaling_link_bound`` the efficiency the links to the server
+allow for the bytes each sample moves in that run (:func:`link_bound`).
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from edgewise.bench import BenchContext, BenchOption, BenchSpec, Figures
+from edgewise.bench import INTERRUPTED, BenchContext, BenchOption, BenchSpec, Figures
 from edgewise.cluster.examples import example_path
 from edgewise.errors import ConfigError
 from edgewise.runtime.plan import DEFAULT_EVALUATION, evaluation_named
@@ -138,11 +138,8 @@ def link_bound(runtime: RayRuntime, found: dict[str, Any], *, duplex: bool = Fal
     fast, and at most as fast as it did alone. The emulator carries both directions on one
     rate (a worker's thread waits out its push and then the reply), so there a sample's bytes
     are both directions' sum. ``duplex`` (a testbed: ``tc`` shapes each direction of a pair
-    apart) divides the rate into the busier direction's bytes alone: counted as on the
-    emulator, the testbed's run of 2026-12-05 with overlapped pushes trained at 0.750 of its
-    solo rates against a "bound" of 0.646. Before 2026-12-02 every worker's bytes were
-    divided into one link's rate, as if the server's pairs shared one: neither the testbed
-    nor the emulator shares them, and the data plane's first run exceeded that figure."""
+    apart) divides the rate into the busier direction's bytes alone (docs/workloads.md has
+    the runs that exceeded the bound counted otherwise)."""
     from edgewise.cluster.model import Role
 
     cluster = runtime.cluster
@@ -185,8 +182,7 @@ def _scaling(runtime: RayRuntime, seed: int, epochs: int, *, duplex: bool = Fals
 def median_scaling(runs: list[Figures]) -> Figures:
     """The run of the median ``ps_scaling_efficiency_3_workers`` (the lower of the two middle
     ones for an even count), with every run's efficiency beside it
-    (``ps_scaling_efficiency_runs``, in run order): one run of the short protocol moved
-    between 0.47 and 0.89 on one testbed minutes apart (2026-12-05, docs/runtime.md)."""
+    (``ps_scaling_efficiency_runs``, in run order): single runs scatter (docs/runtime.md)."""
     efficiencies = [float(r["ps_scaling_efficiency_3_workers"]) for r in runs]
     middle = sorted(range(len(runs)), key=lambda i: efficiencies[i])[(len(runs) - 1) // 2]
     return {**runs[middle], "ps_scaling_efficiency_runs": efficiencies}
@@ -222,21 +218,24 @@ def _arms(setups: list[TTASetup], ctx: BenchContext, runtime: RayRuntime,
     from edgewise.errors import EdgewiseError
 
     workers = [d.name for d in runtime.cluster.with_role(Role.WORKER)]
-    names = [a for a in ARMS if a in only]
+    names, label = [a for a in ARMS if a in only], "the race"
     runs: list[dict[str, ArmResult]] = []
-    for r, setup in enumerate(setups):
-        results: dict[str, ArmResult] = {}
-        for i, arm in enumerate(names):
-            label = arm if len(setups) == 1 else f"{arm}, seed {setup.seed}"
-            share = (r * len(names) + i) / (len(setups) * len(names))
-            ctx.progress(label, share)
-            try:
-                results[arm] = _arm(arm, setup, runtime, workers, gloo_ifname, results)
-            except EdgewiseError as exc:
-                failed[f"{arm}, seed {setup.seed}"] = why = str(exc).splitlines()[0][:300]
-                ctx.progress(f"{label} failed: {why}", share)
-        runs.append(results)
-    return runs
+    try:
+        for r, setup in enumerate(setups):
+            results: dict[str, ArmResult] = {}
+            runs.append(results)
+            for i, arm in enumerate(names):
+                label = arm if len(setups) == 1 else f"{arm}, seed {setup.seed}"
+                share = (r * len(names) + i) / (len(setups) * len(names))
+                ctx.progress(label, share)
+                try:
+                    results[arm] = _arm(arm, setup, runtime, workers, gloo_ifname, results)
+                except EdgewiseError as exc:
+                    failed[f"{arm}, seed {setup.seed}"] = why = str(exc).splitlines()[0][:300]
+                    ctx.progress(f"{label} failed: {why}", share)
+    except KeyboardInterrupt:  # Ctrl-C: the arms measured so far are kept
+        failed[INTERRUPTED] = f"{label}: interrupted"
+    return [r for r in runs if r]
 
 
 def real(ctx: BenchContext) -> Figures:
@@ -266,7 +265,7 @@ def real(ctx: BenchContext) -> Figures:
     figures: dict[str, Any] = figures_of(runs, target)
     figures["ddp_rank_devices"] = [(r["ray-train-ddp"].extra or {}).get("rank_devices")
                                    for r in runs if "ray-train-ddp" in r]
-    if not ctx.option("skip_scaling"):
+    if not ctx.option("skip_scaling") and INTERRUPTED not in failed:
         ctx.progress("parameter-server scaling (runtime bench)", 0.95)
         with ctx.timings.timed("scaling_seconds"), clusters.up(SCALING_CLUSTER, 0.95) as (rt, _):
             figures |= _scaling(rt, ctx.seed, 2 if ctx.quick else 8,
@@ -278,7 +277,8 @@ def real(ctx: BenchContext) -> Figures:
     extra = {} if where == "emulated" else {"down_leftovers": sum(clusters.left.values()),
                                             "down_leftovers_by_testbed": clusters.left}
     kind = "kernel-enforced testbed" if where == "testbed" else "emulated"
-    return {**figures, **extra, "arm_errors": failed, "where": where,
+    return {**figures, **extra, "arm_errors": failed, INTERRUPTED: INTERRUPTED in failed,
+            "where": where,
             "cluster": f"{race} ({kind})",
             "time_dilation": clusters.dilation[race],
             "scaling_time_dilation": clusters.dilation.get(
