@@ -131,6 +131,31 @@ def test_ctrl_c_keeps_the_arms_measured_so_far(monkeypatch: pytest.MonkeyPatch,
     assert failed == {"interrupted": "fair/sync, seed 1: interrupted"}
 
 
+def test_ctrl_c_at_a_seeds_first_arm_leaves_no_empty_run_and_all_failed_seeds_stay(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """A seed cut before any arm of it is no run; a seed whose arms all failed stays one."""
+    from edgewise.errors import EdgewiseError
+    from edgewise.suites import time_to_accuracy as tta
+    from edgewise.suites.tta_arms import ArmResult, TTASetup
+
+    def arm(name: str, setup: TTASetup, *_: object) -> ArmResult:
+        if setup.seed == 1:
+            raise EdgewiseError("no such config")
+        if setup.seed == 2:
+            raise KeyboardInterrupt
+        return ArmResult(name, (0.95,), (1.0,))
+
+    monkeypatch.setattr(tta, "_arm", arm)
+    ctx = SimpleNamespace(progress=lambda message, share: None)
+    setups = [TTASetup(tmp_path / "w.yaml", 1, seed, 0.9) for seed in (0, 1, 2)]
+    failed: dict[str, str] = {}
+    runs = tta._arms(setups, ctx, _runtime(True), None,  # type: ignore[arg-type]
+                     {"fair/sync"}, failed)
+    assert [sorted(run) for run in runs] == [["fair/sync"], []]
+    assert failed == {"fair/sync, seed 1": "no such config",
+                      "interrupted": "fair/sync, seed 2: interrupted"}
+
+
 def _cut_short(ctx: object) -> dict[str, object]:
     """A bench part that Ctrl-C stopped after measuring something."""
     return {"measured_seconds": 1.5, "interrupted": True}

@@ -11,9 +11,9 @@ emulates the devices runs them all in one kernel: there an idle thread yields to
 device's work, not to its own device's, and it shares its process's GIL. Preempted while it
 holds the GIL, it stalls the process's other threads until the host has a moment to spare:
 on a loaded 2-core host the evaluator's heartbeat went silent and the engine struck a
-healthy device (CI, 2026-12-06; docs/testing.md). Emulated devices are paced by their
-throttle (``runtime.throttle``), not by their share of the host, so there the thread runs at
-its caller's priority (``lowered=False``)."""
+healthy device (CI's failures of 2026-12-06, reproduced under load; docs/testing.md).
+Emulated devices are paced by their throttle (``runtime.throttle``), not by their share of
+the host, so there the thread runs at its caller's priority (``lowered=False``)."""
 
 from __future__ import annotations
 

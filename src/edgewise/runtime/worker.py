@@ -80,7 +80,6 @@ class Worker:
         self.val: Validation | None = None
         self.evaluation: FlatState | None = None  # the evaluation's network, beside this one
         self.beside: ThreadPoolExecutor | None = None  # its thread (set_evaluation)
-        self.idle_beside = True  # that thread at idle priority
 
     def load_shard(self, store: Any, positions: np.ndarray,
                    chunk_samples: int | None = None) -> int:
@@ -231,12 +230,12 @@ class Worker:
         calibration batches (BatchNorm's re-estimation), and with ``beside`` build the
         evaluation's own network, read on a thread at idle priority where ``idle`` (a device
         of its own, ``runtime.idle.idle_executor``); returns the validation samples."""
-        self.idle_beside = idle
         val = read_frames(validation, self.workload)
         self.val = (torch.from_numpy(val.x), torch.from_numpy(val.y),
                     calibration_samples(calibration, self.workload))
-        if beside:  # built now: building seeds the process's generator
+        if beside and self.beside is None:  # built now: building seeds the generator
             self._evaluation_state()
+            self.beside = idle_executor(f"evaluate-{self.device}", lowered=idle)
         return len(val.y)
 
     def evaluate(self, weights: list[Any] | None = None) -> dict[str, Any]:
@@ -252,8 +251,8 @@ class Worker:
             raise RuntimeError(f"{self.name} is not the run's evaluator")
         if weights is None:
             return self._evaluate(self.ps.weights.remote(), self.flat, self.val)
-        if self.beside is None:  # the training's thread keeps the CPU it wants
-            self.beside = idle_executor(f"evaluate-{self.device}", lowered=self.idle_beside)
+        if self.beside is None:
+            raise RuntimeError(f"{self.name} was not made to read beside (set_evaluation)")
         return self.beside.submit(self._evaluate, weights[0], self._evaluation_state(),
                                   self.val).result()
 

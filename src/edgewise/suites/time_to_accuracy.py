@@ -235,7 +235,9 @@ def _arms(setups: list[TTASetup], ctx: BenchContext, runtime: RayRuntime,
                     ctx.progress(f"{label} failed: {why}", share)
     except KeyboardInterrupt:  # Ctrl-C: the arms measured so far are kept
         failed[INTERRUPTED] = f"{label}: interrupted"
-    return [r for r in runs if r]
+        if runs and not runs[-1]:  # the seed it cut before any arm of it
+            runs.pop()
+    return runs
 
 
 def real(ctx: BenchContext) -> Figures:
@@ -278,11 +280,9 @@ def real(ctx: BenchContext) -> Figures:
                                             "down_leftovers_by_testbed": clusters.left}
     kind = "kernel-enforced testbed" if where == "testbed" else "emulated"
     return {**figures, **extra, "arm_errors": failed, INTERRUPTED: INTERRUPTED in failed,
-            "where": where,
-            "cluster": f"{race} ({kind})",
+            "where": where, "cluster": f"{race} ({kind})",
             "time_dilation": clusters.dilation[race],
-            "scaling_time_dilation": clusters.dilation.get(
-                SCALING_CLUSTER.removesuffix(".yaml")),
+            "scaling_time_dilation": clusters.dilation.get(SCALING_CLUSTER.removesuffix(".yaml")),
             "epochs": epochs, "per_class": per_class, "target": target, "arms": arms,
             "wire_dtype": wire, "evaluation": evaluation,
             "seeds": [s.seed for s in setups]}
