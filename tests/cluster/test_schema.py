@@ -48,6 +48,19 @@ def test_deep_edge_testbed_fields() -> None:
     assert cluster.device("tx2-0").speed == pytest.approx(1.423)
     app = cluster.apps_on("nano-0")[0]
     assert app.deadline_ms == app.period_ms == 200  # deadline defaults to the period
+    # the paper's layer-2 switch: one 1 GbE port a board, which all its links share
+    assert {d.port_mbps for d in cluster.devices} == {1000.0}
+
+
+def test_a_port_is_optional_and_must_be_positive(tmp_path: Path) -> None:
+    path = _write(tmp_path, "name: t\ndevices:\n  - {name: a, type: jetson-nano}\n"
+                            "  - {name: b, type: jetson-nano, port_mbps: 100}\n")
+    assert [d.port_mbps for d in load_cluster(path).devices] == [None, 100.0]
+    bad = _write(tmp_path, "name: t\ndevices:\n  - {name: a, type: jetson-nano, port_mbps: 0}\n")
+    with pytest.raises(ConfigError) as info:
+        load_cluster(bad)
+    assert info.value.field == "devices[0].port_mbps"
+    assert "greater than 0" in str(info.value)
 
 
 def test_negative_memory_names_file_field_and_problem(tmp_path: Path) -> None:

@@ -4,6 +4,7 @@ ratios of the medians (``suites.time_to_accuracy.figures_of``), on hand-made cur
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -104,20 +105,30 @@ def _scaling_run(wire_per_sample: dict[str, float], received: float = 0.5
                 w: round(b * 479 * received) for w, b in wire_per_sample.items()}}
 
 
-def test_the_link_bound_takes_each_workers_own_link_to_the_server() -> None:
-    """three-nanos.yaml: 1 Gbit/s pairs, 125 MB/s at dilation 1. Each pair carries only its
-    worker's bytes: three workers moving 62.5 KB a sample each fit their links twice over
-    (2,000 samples/s against 1,000 alone): no bound at all, where one link shared by the three
-    would have allowed 2,000 of their 3,000. A worker whose link carries 500 samples/s
-    holds the three to 2,500 of 3,000."""
-    from types import SimpleNamespace
-    from typing import Any, cast
+def _three_nanos(port_mbps: float | None) -> Any:
+    """three-nanos.yaml with every device's port at ``port_mbps`` (None: no port)."""
+    from dataclasses import replace
 
     from edgewise.cluster.examples import example_path
     from edgewise.cluster.schema import load_cluster
+
+    cluster = load_cluster(example_path("three-nanos.yaml"))
+    return replace(cluster, devices=tuple(replace(d, port_mbps=port_mbps)
+                                          for d in cluster.devices))
+
+
+def test_the_link_bound_takes_each_workers_own_link_to_the_server() -> None:
+    """three-nanos.yaml without its ports: 1 Gbit/s pairs, 125 MB/s at dilation 1. Each
+    pair carries only its worker's bytes: three workers moving 62.5 KB a sample each fit
+    their links twice over (2,000 samples/s against 1,000 alone): no bound at all, where
+    one link shared by the three would have allowed 2,000 of their 3,000. A worker whose
+    link carries 500 samples/s holds the three to 2,500 of 3,000."""
+    from types import SimpleNamespace
+    from typing import cast
+
     from edgewise.suites.time_to_accuracy import link_bound
 
-    runtime = cast(Any, SimpleNamespace(cluster=load_cluster(example_path("three-nanos.yaml")),
+    runtime = cast(Any, SimpleNamespace(cluster=_three_nanos(port_mbps=None),
                                         time_dilation=1.0))
     nanos = ("nano-0", "nano-1", "nano-2")
     assert link_bound(runtime, _scaling_run(dict.fromkeys(nanos, 62_500.0))) == 1.0
@@ -132,6 +143,34 @@ def test_the_link_bound_takes_each_workers_own_link_to_the_server() -> None:
         (500 + 1000 + 1000) / 3000, abs=1e-4)
     assert link_bound(runtime, _scaling_run(slow, received=0.4), duplex=True) == pytest.approx(
         (62_500 / 150_000 * 1000 + 1000 + 1000) / 3000, abs=1e-4)
+
+
+def test_the_link_bound_on_a_testbed_fits_every_workers_bytes_through_the_servers_port(
+        ) -> None:
+    """three-nanos.yaml as shipped: every device has one 1 Gbit/s port (125 MB/s at dilation
+    1), which a testbed enforces. Three workers moving 62.5 KB a sample each way (125 KB in
+    all) each fit their own link twice over, but the server's port takes 125 MB/s of
+    pushes: 2,000 samples/s of the 3,000 they train alone. At half the bytes the port
+    carries all three. The emulator models no ports: there the same run is not bound."""
+    from types import SimpleNamespace
+    from typing import cast
+
+    from edgewise.suites.time_to_accuracy import link_bound
+
+    runtime = cast(Any, SimpleNamespace(cluster=_three_nanos(port_mbps=1000.0),
+                                        time_dilation=1.0))
+    heavy = dict.fromkeys(("nano-0", "nano-1", "nano-2"), 125_000.0)
+    assert link_bound(runtime, _scaling_run(heavy), duplex=True) == pytest.approx(
+        2000 / 3000, abs=1e-4)
+    light = dict.fromkeys(heavy, 62_500.0)
+    assert link_bound(runtime, _scaling_run(light), duplex=True) == 1.0
+    assert link_bound(runtime, _scaling_run(heavy)) == 1.0  # emulated: links alone
+    # a port slower than the pairs also caps each worker's own link: 250 Mbit/s ports
+    # carry 31.25 MB/s, 500 samples/s of 62.5 KB each way per worker (no one alone at its
+    # 1,000), and the server's port the same 500 in all
+    runtime.cluster = _three_nanos(port_mbps=250.0)
+    assert link_bound(runtime, _scaling_run(heavy), duplex=True) == pytest.approx(
+        500 / 3000, abs=1e-4)
 
 
 def test_running_statistics_readings_give_their_own_time_to_the_target() -> None:

@@ -12,8 +12,9 @@ import yaml
 from edgewise.testbed.host import missing
 from tests.needs import require
 
-# Four devices, the head (server, store, manager) on the fastest, a per-pair rate on one
-# link: the smallest cluster on which training survives a lost worker and a cut link.
+# Four devices, the head (server, store, manager) on the fastest, with a switch port that
+# its links share, a per-pair rate on one link: the smallest cluster on which training
+# survives a lost worker and a cut link.
 TESTBED_CLUSTER = {
     "name": "testbed-four",
     "default_link": {"bandwidth_mbps": 1000, "latency_ms": 0.3},
@@ -21,7 +22,7 @@ TESTBED_CLUSTER = {
         {"name": "nano-0", "type": "jetson-nano"},
         {"name": "nano-1", "type": "jetson-nano"},
         {"name": "nano-2", "type": "jetson-nano"},
-        {"name": "tx2", "type": "jetson-tx2",
+        {"name": "tx2", "type": "jetson-tx2", "port_mbps": 1000,
          "roles": ["parameter-server", "data-store", "manager"]},
     ],
     "links": [{"between": ["nano-2", "tx2"], "bandwidth_mbps": 200, "latency_ms": 1.0}],

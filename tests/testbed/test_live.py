@@ -130,6 +130,20 @@ def test_links_carry_their_configured_rates_per_pair(live: Live) -> None:
         assert 0.2 <= link.ratio <= 1.05, link
 
 
+def test_a_devices_links_together_carry_no_more_than_its_port(live: Live) -> None:
+    """The tx2's 1 Gbit/s port (the switch's) is shared by its 1 Gbit/s links: two flows
+    into it, then two out of it, each carry no more than the port together, where each
+    pair alone may carry the port's whole rate."""
+    port = live.tb.record.plan.node("tx2").port_rate_mbit
+    assert port is not None
+    for pairs in ([("nano-0", "tx2"), ("nano-1", "tx2")], [("tx2", "nano-0"), ("tx2", "nano-1")]):
+        flows = measure_links(live.tb.record, pairs)
+        assert all(f.rate_mbit == pytest.approx(port) for f in flows)  # each pair: 1 Gbit/s
+        # slack for the reading (each flow's own interval); how near the port the sum
+        # comes is the host's (a loaded host sends less)
+        assert 0.2 * port <= sum(f.goodput_mbit for f in flows) <= 1.1 * port, flows
+
+
 def test_cpu_quotas_hold_for_a_cpu_bound_kernel(live: Live) -> None:
     measures = cpu_quota_ratios(live.tb.record, live.tb.nodes.cgroups, wall_s=1.5)
     # The kernel lets no device use more than its quota (a little slack for the reading):

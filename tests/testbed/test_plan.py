@@ -78,6 +78,21 @@ def test_two_nanos_on_a_half_nano_core_run_four_times_slower() -> None:
     assert plan.nodes[0].peers[0].rate_mbit == pytest.approx(250.0)
 
 
+def test_a_port_carries_its_rate_over_the_dilation_and_survives_the_record(
+        tmp_path: Path) -> None:
+    # the worked case above (D = 4) with a 400 Mbit/s port on d0: tc shapes it at 100
+    document = {"name": "h", "default_link": {"bandwidth_mbps": 1000},
+                "devices": [{"name": "d0", "type": "jetson-nano", "port_mbps": 400},
+                            {"name": "d1", "type": "jetson-nano"}]}
+    plan = plan_testbed(cluster_from_dict(document), "port", HostFacts(2, 8000, 0.5, 1.0))
+    assert [n.port_rate_mbit for n in plan.nodes] == [pytest.approx(100.0), None]
+    assert plan.nodes[0].peers[0].rate_mbit == pytest.approx(250.0)  # the pair as before
+    record = Record(plan, document, "c.yaml", "up", 1, 0.0, str(write_token("port", tmp_path)),
+                    1, "transport", 3.5)
+    write_record(record, tmp_path)
+    assert read_record("port", tmp_path) == record
+
+
 def test_addresses_are_private_distinct_and_inside_the_chosen_subnet() -> None:
     cluster = _cluster(["jetson-nano"] * 5, [], 2)
     plan = plan_testbed(cluster, "addr", HostFacts(2, 8000, 1.0, 1.5), subnet="192.168.77.0/29")

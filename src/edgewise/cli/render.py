@@ -13,13 +13,17 @@ __all__ = ["catalog_table", "cluster_table", "metrics_table", "result_table"]
 
 def cluster_table(cluster: Cluster, stretch: dict[str, float] | None = None) -> Table:
     table = Table(title=f"cluster {cluster.name}: {len(cluster.devices)} devices")
-    for col in ("device", "type", "roles", "cores", "accelerator", "memory MB", "speed"):
-        table.add_column(col, justify="right" if col in ("cores", "memory MB", "speed") else "left")
+    ports = any(d.port_mbps is not None for d in cluster.devices)
+    columns = ("device", "type", "roles", "cores", "accelerator", "memory MB", "speed")
+    for col in (*columns, "port Mbit/s") if ports else columns:
+        table.add_column(col, justify="left" if col in columns[:3] + columns[4:5] else "right")
     if stretch is not None:
         table.add_column("emulation stretch", justify="right")
     for d in cluster.devices:
         row = [d.name, d.type, ", ".join(d.roles), str(d.cpu_cores), d.accelerator,
                str(d.memory_mb), f"{d.speed:.3f}"]
+        if ports:
+            row.append("—" if d.port_mbps is None else f"{d.port_mbps:g}")
         if stretch is not None:
             row.append(f"{stretch[d.name]:.2f}x")
         table.add_row(*row)

@@ -23,6 +23,9 @@ class Device:
 
     ``speed`` is the relative training speed on the catalog's scale (Jetson Nano = 1.0);
     a step that takes ``t`` seconds on a Nano takes ``t / speed`` on this device.
+    ``port_mbps`` is the line rate of its one network port, each way, which every link of
+    the device shares (a switch port: a parameter server's replies to four workers leave
+    through it one after another); ``None``: each link carries its own rate alone.
     """
 
     name: str
@@ -33,6 +36,7 @@ class Device:
     speed: float
     roles: tuple[Role, ...] = (Role.WORKER,)
     peak_gflops: float = 0.0
+    port_mbps: float | None = None
 
     def has_role(self, role: Role) -> bool:
         return role in self.roles

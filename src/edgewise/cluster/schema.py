@@ -28,6 +28,11 @@ class DeviceSpec(_Strict):
     memory_mb: int | None = Field(default=None, gt=0, description="override the datasheet")
     cpu_cores: int | None = Field(default=None, gt=0)
     speed: float | None = Field(default=None, gt=0, description="relative speed, Nano = 1")
+    port_mbps: float | None = Field(
+        default=None, gt=0,
+        description="the line rate of the device's one network port (a switch port), "
+                    "Mbit/s each way: all its links share it; unset: each link carries its "
+                    "own rate alone")
 
     @field_validator("type")
     @classmethod
@@ -99,6 +104,7 @@ class ClusterFile(_Strict):
                 speed=d.speed or types[d.type].speed,
                 roles=tuple(d.roles),
                 peak_gflops=types[d.type].peak_gflops,
+                port_mbps=d.port_mbps,
             )
             for d in self.devices
         )

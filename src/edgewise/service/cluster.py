@@ -32,7 +32,7 @@ def cluster_summary(cluster: Cluster) -> dict[str, object]:
     devices = [
         {"name": d.name, "type": d.type, "accelerator": d.accelerator,
          "cpu_cores": d.cpu_cores, "memory_mb": d.memory_mb, "speed": d.speed,
-         "roles": [str(role) for role in d.roles]}
+         "roles": [str(role) for role in d.roles], "port_mbps": d.port_mbps}
         for d in cluster.devices
     ]
     links = [{"a": lk.a, "b": lk.b, "bandwidth_mbps": lk.bandwidth_mbps,

@@ -60,6 +60,7 @@ from edgewise.suites.tta_arms import (
     shapes_setup,
 )
 from edgewise.suites.tta_figures import ARMS, GOODPUT_ARM, NOISE_FROM, figures_of
+from edgewise.suites.tta_scaling import link_bound, median_scaling, scaling
 from edgewise.testbed.plan import DEFAULT_SUBNET
 from edgewise.wire.frames import wire_dtype_named
 
@@ -128,64 +129,6 @@ class _Clusters:
             yield runtime, None
         finally:
             runtime.shutdown()
-
-
-def link_bound(runtime: RayRuntime, found: dict[str, Any], *, duplex: bool = False) -> float:
-    """The scaling efficiency the links allow: each worker's own link to the server (the
-    cluster file's pair; the testbed shapes each pair apart at its rate ÷ the dilation, the
-    emulator likewise) carries that worker's pushes and replies, at most its rate ÷ the wire
-    bytes each of its samples moved in the three-worker run; a worker trains at most that
-    fast, and at most as fast as it did alone. The emulator carries both directions on one
-    rate (a worker's thread waits out its push and then the reply), so there a sample's bytes
-    are both directions' sum. ``duplex`` (a testbed: ``tc`` shapes each direction of a pair
-    apart) divides the rate into the busier direction's bytes alone (docs/workloads.md has
-    the runs that exceeded the bound counted otherwise)."""
-    from edgewise.cluster.model import Role
-
-    cluster = runtime.cluster
-    server = cluster.with_role(Role.PARAMETER_SERVER)[0].name
-    solo: dict[str, float] = found["samples_per_second_alone"]
-    received: dict[str, int] = found.get("transport_wire_bytes_received_by_worker", {})
-    allowed = 0.0
-    for worker, alone in solo.items():
-        rate_bytes_s = cluster.link(worker, server).bandwidth_mbps * 1e6 / 8 / runtime.time_dilation
-        both = found["transport_wire_bytes_by_worker"].get(worker, 0)
-        if duplex:
-            both = max(received.get(worker, 0), both - received.get(worker, 0))
-        per_sample = both / max(found["samples_by_worker"].get(worker, 0), 1)
-        allowed += min(alone, rate_bytes_s / per_sample) if per_sample > 0 else alone
-    return round(min(1.0, allowed / max(sum(solo.values()), 1e-9)), 4)
-
-
-def _scaling(runtime: RayRuntime, seed: int, epochs: int, *, duplex: bool = False,
-             repeats: int = 1) -> Figures:
-    """The runtime bench's scaling efficiency and the bound the server's link sets, both in
-    the runtime's own (wall) time: a testbed shapes each link at its rate ÷ the dilation,
-    and each direction apart (``duplex``); run ``repeats`` times (seeds ``seed``, ``seed +
-    1``, ...), the run of the median efficiency reported (:func:`median_scaling`)."""
-    from edgewise.runtime.bench import runtime_figures
-
-    runs = []
-    for r in range(max(repeats, 1)):
-        found = runtime_figures(runtime, epochs=epochs, solo_epochs=max(2, epochs // 2),
-                                seed=seed + r)
-        samples = max(sum(found["samples_by_worker"].values()), 1)
-        runs.append({
-            "ps_scaling_efficiency_3_workers": found["ps_scaling_efficiency_3_workers"],
-            "ps_scaling_link_bound": link_bound(runtime, found, duplex=duplex),
-            "ps_scaling_wire_bytes_per_sample": round(found["transport_wire_bytes"] / samples, 1),
-            "ps_server_busy_fraction": found["ps_server_busy_fraction"],
-            "ps_worker_seconds_per_batch": found["worker_seconds_per_batch"]})
-    return median_scaling(runs)
-
-
-def median_scaling(runs: list[Figures]) -> Figures:
-    """The run of the median ``ps_scaling_efficiency_3_workers`` (the lower of the two middle
-    ones for an even count), with every run's efficiency beside it
-    (``ps_scaling_efficiency_runs``, in run order): single runs scatter (docs/runtime.md)."""
-    efficiencies = [float(r["ps_scaling_efficiency_3_workers"]) for r in runs]
-    middle = sorted(range(len(runs)), key=lambda i: efficiencies[i])[(len(runs) - 1) // 2]
-    return {**runs[middle], "ps_scaling_efficiency_runs": efficiencies}
 
 
 def _arm(arm: str, setup: TTASetup, runtime: RayRuntime, workers: list[str],
@@ -270,7 +213,7 @@ def real(ctx: BenchContext) -> Figures:
     if not ctx.option("skip_scaling") and INTERRUPTED not in failed:
         ctx.progress("parameter-server scaling (runtime bench)", 0.95)
         with ctx.timings.timed("scaling_seconds"), clusters.up(SCALING_CLUSTER, 0.95) as (rt, _):
-            figures |= _scaling(rt, ctx.seed, 2 if ctx.quick else 8,
+            figures |= scaling(rt, ctx.seed, 2 if ctx.quick else 8,
                                 duplex=where == "testbed", repeats=repeats)
     for key in ("tta_device_seconds", "tta_device_seconds_runs",
                 "tta_device_seconds_running_statistics", "evaluation_device_seconds"):

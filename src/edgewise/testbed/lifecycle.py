@@ -77,6 +77,7 @@ def _make(plan: TestbedPlan, cgroups: Cgroups, token: Path) -> str:
         net.netns_add(node.netns)
         net.add_port(plan.bridge_netns, node, plan.prefix_len)
         net.shape(node, plan.time_dilation, netem)
+        net.shape_port_ingress(plan.bridge_netns, node)
         cgroups.create(node.cgroup, node.memory_mb, None, node.cfs_period_us)
     latency_in = "netem" if netem else "transport"
     ray = ray_binary()

@@ -4,7 +4,9 @@ Everything lives inside namespaces the testbed made: the bridge sits in its own 
 each device's ``eth0`` in the device's, and nothing is added to the host's namespace.
 Each device's egress is an htb qdisc with one class per peer (its pair rate, matched by
 destination address) and a default class; a cut link is a filter in front of them that
-sends everything to a class that drops it, a cut device its bridge port set down.
+sends everything to a class that drops it, a cut device its bridge port set down. A device
+with a port rate (a switch port) has every class under one at that rate, and its bridge
+port delivers to it at that rate: all its links share the port each way.
 """
 
 from __future__ import annotations
@@ -16,7 +18,8 @@ from edgewise.testbed.host import TestbedError
 from edgewise.testbed.plan import NodePlan
 
 __all__ = ["NETNS_DIR", "add_port", "drop", "make_bridge", "netem_available", "netns_add",
-           "netns_delete", "netns_list", "netns_pids", "run", "set_port", "shape"]
+           "netns_delete", "netns_list", "netns_pids", "run", "set_port", "shape",
+           "shape_port_ingress"]
 
 NETNS_DIR = "/var/run/netns"  # where `ip netns add` names each namespace
 BRIDGE = "br0"
@@ -24,6 +27,7 @@ DEV = "eth0"
 _CLASS_PREF = 2000  # drop filters (pref 1 + peer index) come before the classifiers
 _DEFAULT_CLASS = "ffff"
 _CUT_CLASS = "fffe"  # its leaf is a pfifo of length 0: whatever is sent to it is dropped
+_PORT_CLASS = "1"  # the device's port: every other class under it, where it has a rate
 
 
 def run(argv: Sequence[str], *, check: bool = True, timeout: float = 30) -> str:
@@ -84,32 +88,62 @@ def _burst(mbit: float) -> str:
     return f"{max(16 * 1024, round(mbit * 1e6 / 8 * 0.002))}b"
 
 
-def _class(netns: str, minor: str, mbit: float, latency_ms: float | None) -> None:
-    run(["tc", "-n", netns, "class", "add", "dev", DEV, "parent", "1:", "classid", f"1:{minor}",
-         "htb", "rate", _kbit(mbit), "ceil", _kbit(mbit), "burst", _burst(mbit),
-         "cburst", _burst(mbit), "quantum", "60000"])
+def _class(netns: str, minor: str, mbit: float, latency_ms: float | None, *,
+           parent: str = "1:", assured_mbit: float | None = None, dev: str = DEV) -> None:
+    """An htb class of ceiling ``mbit``; ``assured_mbit`` (default: the ceiling) is what it
+    sends without borrowing from ``parent``."""
+    assured = mbit if assured_mbit is None else min(assured_mbit, mbit)
+    run(["tc", "-n", netns, "class", "add", "dev", dev, "parent", parent,
+         "classid", f"1:{minor}", "htb", "rate", _kbit(assured), "ceil", _kbit(mbit),
+         "burst", _burst(mbit), "cburst", _burst(mbit), "quantum", "60000"])
     if latency_ms is not None:  # netem under the class where the kernel has it
-        run(["tc", "-n", netns, "qdisc", "add", "dev", DEV, "parent", f"1:{minor}",
+        run(["tc", "-n", netns, "qdisc", "add", "dev", dev, "parent", f"1:{minor}",
              "netem", "delay", f"{latency_ms:.3f}ms", "limit", "100000"])
 
 
 def shape(node: NodePlan, dilation: float, netem: bool) -> None:
     """The node's egress: one htb class per peer at the pair's dilated rate (and, with
-    netem, its dilated latency), the default link's rate for anything else."""
+    netem, its dilated latency), the default link's rate for anything else. Where the
+    device has a port rate, every class hangs under one class at that rate: each is
+    assured an equal share of the port and borrows up to its own rate, so the links
+    together carry no more than the port (htb lets a class send its assured rate without
+    asking its parent, so the shares must not add up to more than the port)."""
     ns = node.netns
     run(["tc", "-n", ns, "qdisc", "add", "dev", DEV, "root", "handle", "1:", "htb",
          "default", _DEFAULT_CLASS])
-    _class(ns, _DEFAULT_CLASS, node.default_rate_mbit,
-           node.default_latency_ms * dilation if netem else None)
+    parent, share = "1:", None
+    if node.port_rate_mbit is not None:
+        parent, share = f"1:{_PORT_CLASS}", node.port_rate_mbit / (len(node.peers) + 1)
+        _class(ns, _PORT_CLASS, node.port_rate_mbit, None)
+    _class(ns, _DEFAULT_CLASS, _capped(node.default_rate_mbit, node),
+           node.default_latency_ms * dilation if netem else None,
+           parent=parent, assured_mbit=share)
     _class(ns, _CUT_CLASS, node.default_rate_mbit, None)
     run(["tc", "-n", ns, "qdisc", "add", "dev", DEV, "parent", f"1:{_CUT_CLASS}", "pfifo",
          "limit", "0"])
     for j, peer in enumerate(node.peers):
         minor = f"{16 + j:x}"
-        _class(ns, minor, peer.rate_mbit, peer.latency_ms * dilation if netem else None)
+        _class(ns, minor, _capped(peer.rate_mbit, node),
+               peer.latency_ms * dilation if netem else None, parent=parent,
+               assured_mbit=share)
         run(["tc", "-n", ns, "filter", "add", "dev", DEV, "parent", "1:", "protocol", "ip",
              "pref", str(_CLASS_PREF), "u32", "match", "ip", "dst", f"{peer.address}/32",
              "flowid", f"1:{minor}"])
+
+
+def _capped(mbit: float, node: NodePlan) -> float:
+    return mbit if node.port_rate_mbit is None else min(mbit, node.port_rate_mbit)
+
+
+def shape_port_ingress(bridge_netns: str, node: NodePlan) -> None:
+    """What the switch delivers to the node, at most its port's rate: the bridge side of
+    its veth (``node.port``) sends through one htb class at that rate. Nothing without a
+    port rate."""
+    if node.port_rate_mbit is None:
+        return
+    run(["tc", "-n", bridge_netns, "qdisc", "add", "dev", node.port, "root", "handle", "1:",
+         "htb", "default", _PORT_CLASS])
+    _class(bridge_netns, _PORT_CLASS, node.port_rate_mbit, None, dev=node.port)
 
 
 def drop(node: NodePlan, peer_address: str, on: bool) -> None:

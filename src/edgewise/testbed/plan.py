@@ -2,10 +2,11 @@
 
 One host holds every device, so the testbed runs slower than the real devices by one common
 factor, the time dilation ``D`` (as in DieCast): device ``i`` gets a CPU quota of
-``speed_i / (host_speed * D)`` host cores, and every link carries ``bandwidth / D``. ``D`` is
-the smallest factor >= 1 at which all quotas together fit the host's CPU budget, so compute
-and transfer keep their real proportions and a time measured on the testbed is ``D`` times
-the device time.
+``speed_i / (host_speed * D)`` host cores, every link carries ``bandwidth / D`` and a
+device's port, where the cluster gives one, ``port_mbps / D`` each way. ``D`` is the
+smallest factor >= 1 at which all quotas together fit the host's CPU budget, so compute and
+transfer keep their real proportions and a time measured on the testbed is ``D`` times the
+device time.
 """
 
 from __future__ import annotations
@@ -85,6 +86,7 @@ class NodePlan:
     peers: tuple[PeerRate, ...]
     default_rate_mbit: float
     default_latency_ms: float
+    port_rate_mbit: float | None = None  # the device's port, each way, dilated; None: no cap
 
 
 @dataclass(frozen=True, slots=True)
@@ -202,6 +204,7 @@ def plan_testbed(cluster: Cluster, name: str, host: HostFacts,
             quota_cores=quota, cfs_period_us=cfs_period_us(quota), memory_mb=d.memory_mb,
             object_store_mb=_object_store_mb(d.memory_mb), peers=peers,
             default_rate_mbit=default_rate,
-            default_latency_ms=cluster.default_link.latency_ms))
+            default_latency_ms=cluster.default_link.latency_ms,
+            port_rate_mbit=None if d.port_mbps is None else d.port_mbps / dilation))
     return TestbedPlan(name, cluster.name, str(net), net.prefixlen, f"ewtb.{name}.br",
                        f"edgewise/{name}", f"/tmp/ewtb/{name}", dilation, host, tuple(nodes))

@@ -74,6 +74,8 @@ def _node(record: Record, node: NodePlan, cgroups: Cgroups, ray: str) -> dict[st
         "memory_used_mb": round(cgroups.memory_used_mb(node.cgroup), 1) if exists else 0.0,
         "cpu_seconds": cgroups.cpu_seconds(node.cgroup) if exists else None,
         "port_up": _port_up(record, node),
+        "port_rate_mbit": (None if node.port_rate_mbit is None
+                           else round(node.port_rate_mbit, 3)),
         "links": [{"peer": p.device, "bandwidth_mbps": p.bandwidth_mbps,
                    "rate_mbit": round(p.rate_mbit, 3), "latency_ms": p.latency_ms,
                    "cut": p.device in cut} for p in node.peers],
