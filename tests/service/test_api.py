@@ -91,6 +91,7 @@ def test_health_cluster_and_docs_with_the_token(client: TestClient) -> None:
     assert client.get("/api/v1/health").json() == {"status": "ok"}
     summary = client.get("/api/v1/cluster").json()
     assert [d["name"] for d in summary["devices"]] == ["tx2", "nano", "ps"]
+    assert [d["port_mbps"] for d in summary["devices"]] == [None, None, None]  # none given
     assert summary["links"] == [{"a": "tx2", "b": "ps", "bandwidth_mbps": 100.0,
                                  "latency_ms": 0.5}]
     assert client.get("/docs").status_code == 200

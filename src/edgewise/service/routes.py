@@ -105,7 +105,7 @@ def _cluster_routes(router: APIRouter) -> None:
 
     @router.get("/cluster", tags=["cluster"])
     async def cluster(manager: Manager) -> dict[str, Any]:
-        """The cluster: devices with type, memory, speed and roles; links; sites."""
+        """The cluster: devices with type, memory, speed, roles and port; links; sites."""
         return manager.cluster_summary()
 
     @router.get("/devices/metrics", tags=["cluster"])
