@@ -9,6 +9,7 @@ EstUpdateTime read a plan's batch 128 on four workers as the one-worker regime).
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
@@ -30,6 +31,7 @@ from edgewise.perf.profiler import PointProfiler, ProfileConfig, ProfileResult, 
 from edgewise.perf.stress import Stressor, StressPoint, stress_grid
 from edgewise.runtime.launch import MemberSpec, start_ps
 from edgewise.runtime.plan import TrainConfig
+from edgewise.runtime.psplane import PUSH_ASYNC, PlaneClient
 from edgewise.runtime.ray_cluster import RayRuntime
 from edgewise.runtime.shaping import ByteCounter, ShapedLink
 from edgewise.runtime.trainstate import FlatState
@@ -49,12 +51,30 @@ class DeviceProfiler:
     to the parameter server ``ps`` over ``ps_link`` and the pull of its new weights."""
 
     def __init__(self, config: ProfileConfig, ps: Any, ps_link: Link,
-                 ps_state: State | None, compression: str = "lz4") -> None:
+                 ps_state: State | None, compression: str = "lz4", name: str = "profiler"
+                 ) -> None:
         torch.set_num_threads(1)
         self.ps, self.link, self.counter = ps, ShapedLink(ps_link), ByteCounter()
         self.compression, self.wire_dtype = compression, config.wire_dtype
         self.flat: FlatState | None = None
+        self.name, self.plane_asked = name, False
+        self.plane: PlaneClient | None = None
+        self.plane_lock = threading.Lock()  # one request at a time on its socket
         self.profiler = PointProfiler(config, self._push, ps_state)
+
+    def _plane(self) -> PlaneClient | None:
+        """The server's data plane, as the run's workers push (``runtime.worker``): asked for
+        once; None where the server opened none or this device cannot reach it (then the
+        pushes go as Ray calls, as the workers' would)."""
+        if not self.plane_asked:
+            self.plane_asked = True
+            endpoint = ray.get(self.ps.plane_endpoint.remote())
+            if endpoint is not None:
+                try:
+                    self.plane = PlaneClient(endpoint, self.name)
+                except OSError:
+                    self.plane = None
+        return self.plane
 
     def _push(self, model: nn.Module, ids: np.ndarray) -> None:
         """The workers' update (``runtime.worker``): the flat gradients and the batch's ids
@@ -64,7 +84,13 @@ class DeviceProfiler:
         self.flat.check_grads()
         frame = self.flat.gradients_frame(ids, self.compression)  # type: ignore[arg-type]
         carry(self.link, len(frame), self.counter, raw_bytes=self.flat.nbytes)
-        weights = ray.get(self.ps.push_async.remote(np.frombuffer(frame, np.uint8)))
+        array = np.frombuffer(frame, np.uint8)
+        plane = self._plane()
+        if plane is not None:
+            with self.plane_lock:
+                weights = plane.call(PUSH_ASYNC, 0, array)
+        else:
+            weights = ray.get(self.ps.push_async.remote(array))
         carry(self.link, len(weights))
         self.flat.load_weights(weights)
         self.flat.zero_grad()
@@ -92,6 +118,8 @@ class DeviceProfiler:
 
     def close(self) -> None:
         self.profiler.close()
+        if self.plane is not None:
+            self.plane.close()
 
 
 @ray.remote(max_concurrency=2)  # type: ignore[call-overload]
@@ -178,7 +206,8 @@ def _start(runtime: RayRuntime, device: str, config: ProfileConfig,
     def member(where: str, cfg: ProfileConfig) -> Any:
         options = runtime.actor_options(where, spec.memory_mb)
         return DeviceProfiler.options(**options).remote(  # type: ignore[attr-defined]
-            cfg, ps, runtime.transport_link(where, ps_device), ps_state, spec.compression)
+            cfg, ps, runtime.transport_link(where, ps_device), ps_state, spec.compression,
+            f"profiler-{where}")
 
     quiet = replace(config, app_kind="")
     return _Members(member(device, config), tuple(member(c, quiet) for c in companions), ps)
