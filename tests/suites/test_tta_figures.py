@@ -126,7 +126,7 @@ def test_the_link_bound_takes_each_workers_own_link_to_the_server() -> None:
     from types import SimpleNamespace
     from typing import cast
 
-    from edgewise.suites.time_to_accuracy import link_bound
+    from edgewise.suites.tta_scaling import link_bound
 
     runtime = cast(Any, SimpleNamespace(cluster=_three_nanos(port_mbps=None),
                                         time_dilation=1.0))
@@ -155,7 +155,7 @@ def test_the_link_bound_on_a_testbed_fits_every_workers_bytes_through_the_server
     from types import SimpleNamespace
     from typing import cast
 
-    from edgewise.suites.time_to_accuracy import link_bound
+    from edgewise.suites.tta_scaling import link_bound
 
     runtime = cast(Any, SimpleNamespace(cluster=_three_nanos(port_mbps=1000.0),
                                         time_dilation=1.0))
@@ -193,7 +193,7 @@ def test_running_statistics_readings_give_their_own_time_to_the_target() -> None
 
 
 def test_the_scaling_figure_is_the_median_runs_with_every_run_beside_it() -> None:
-    from edgewise.suites.time_to_accuracy import median_scaling
+    from edgewise.suites.tta_scaling import median_scaling
 
     runs = [{"ps_scaling_efficiency_3_workers": e, "ps_scaling_link_bound": b}
             for e, b in ((0.885, 1.0), (0.472, 0.9), (0.687, 0.8))]

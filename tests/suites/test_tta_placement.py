@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 
 import pytest
 
@@ -81,11 +82,28 @@ def test_the_fastest_device_by_its_nominal_speed_evaluates(emulated: bool) -> No
     assert fastest_device(runtime, workers[::-1]) == fastest
 
 
+def _race(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, arm: Any, only: set[str],
+          seeds: tuple[int, ...] = (0, 1, 2), messages: list[str] | None = None
+          ) -> tuple[list[dict[str, Any]], dict[str, str]]:
+    """``_arms`` over ``seeds`` with ``arm`` standing in for every arm in ``only``: the runs
+    it keeps and what it recorded as failed (its progress lines into ``messages``)."""
+    from edgewise.suites import time_to_accuracy as tta
+    from edgewise.suites.tta_arms import TTASetup
+
+    monkeypatch.setattr(tta, "_arm", arm)
+    lines = [] if messages is None else messages
+    ctx = SimpleNamespace(progress=lambda message, share: lines.append(message))
+    setups = [TTASetup(tmp_path / "w.yaml", 1, seed, 0.9) for seed in seeds]
+    failed: dict[str, str] = {}
+    runs = tta._arms(setups, ctx, _runtime(True), None,  # type: ignore[arg-type]
+                     only, failed)
+    return runs, failed
+
+
 def test_a_failed_arm_is_recorded_and_the_other_arms_are_kept(
         monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """One arm's error (edgewise's own) costs that arm's run only, and is named."""
     from edgewise.errors import EdgewiseError
-    from edgewise.suites import time_to_accuracy as tta
     from edgewise.suites.tta_arms import ArmResult, TTASetup
 
     def arm(name: str, setup: TTASetup, *_: object) -> ArmResult:
@@ -93,13 +111,9 @@ def test_a_failed_arm_is_recorded_and_the_other_arms_are_kept(
             raise EdgewiseError("model: transformers has no config class 'X'\nmore")
         return ArmResult(name, (0.95,), (1.0,))
 
-    monkeypatch.setattr(tta, "_arm", arm)
     messages: list[str] = []
-    ctx = SimpleNamespace(progress=lambda message, share: messages.append(message))
-    setups = [TTASetup(tmp_path / "w.yaml", 1, seed, 0.9) for seed in (0, 1)]
-    failed: dict[str, str] = {}
-    runs = tta._arms(setups, ctx, _runtime(True), None,  # type: ignore[arg-type]
-                     {"fair/async", "fair/sync"}, failed)
+    runs, failed = _race(monkeypatch, tmp_path, arm, {"fair/async", "fair/sync"}, (0, 1),
+                         messages)
     assert failed == {"fair/async, seed 1": "model: transformers has no config class 'X'"}
     assert [sorted(run) for run in runs] == [["fair/async", "fair/sync"], ["fair/sync"]]
     assert any("fair/async, seed 1 failed" in m for m in messages)
@@ -109,7 +123,6 @@ def test_ctrl_c_keeps_the_arms_measured_so_far(monkeypatch: pytest.MonkeyPatch,
                                                tmp_path: Path) -> None:
     """Ctrl-C in seed 1's second arm: seed 0's arms and seed 1's first are kept, the race
     stops there, and ``interrupted`` names where."""
-    from edgewise.suites import time_to_accuracy as tta
     from edgewise.suites.tta_arms import ArmResult, TTASetup
 
     ran: list[tuple[str, int]] = []
@@ -120,12 +133,7 @@ def test_ctrl_c_keeps_the_arms_measured_so_far(monkeypatch: pytest.MonkeyPatch,
         ran.append((name, setup.seed))
         return ArmResult(name, (0.95,), (1.0,))
 
-    monkeypatch.setattr(tta, "_arm", arm)
-    ctx = SimpleNamespace(progress=lambda message, share: None)
-    setups = [TTASetup(tmp_path / "w.yaml", 1, seed, 0.9) for seed in (0, 1, 2)]
-    failed: dict[str, str] = {}
-    runs = tta._arms(setups, ctx, _runtime(True), None,  # type: ignore[arg-type]
-                     {"fair/async", "fair/sync"}, failed)
+    runs, failed = _race(monkeypatch, tmp_path, arm, {"fair/async", "fair/sync"})
     assert ran == [("fair/async", 0), ("fair/sync", 0), ("fair/async", 1)]
     assert [sorted(run) for run in runs] == [["fair/async", "fair/sync"], ["fair/async"]]
     assert failed == {"interrupted": "fair/sync, seed 1: interrupted"}
@@ -135,7 +143,6 @@ def test_ctrl_c_at_a_seeds_first_arm_leaves_no_empty_run_and_all_failed_seeds_st
         monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """A seed cut before any arm of it is no run; a seed whose arms all failed stays one."""
     from edgewise.errors import EdgewiseError
-    from edgewise.suites import time_to_accuracy as tta
     from edgewise.suites.tta_arms import ArmResult, TTASetup
 
     def arm(name: str, setup: TTASetup, *_: object) -> ArmResult:
@@ -145,12 +152,7 @@ def test_ctrl_c_at_a_seeds_first_arm_leaves_no_empty_run_and_all_failed_seeds_st
             raise KeyboardInterrupt
         return ArmResult(name, (0.95,), (1.0,))
 
-    monkeypatch.setattr(tta, "_arm", arm)
-    ctx = SimpleNamespace(progress=lambda message, share: None)
-    setups = [TTASetup(tmp_path / "w.yaml", 1, seed, 0.9) for seed in (0, 1, 2)]
-    failed: dict[str, str] = {}
-    runs = tta._arms(setups, ctx, _runtime(True), None,  # type: ignore[arg-type]
-                     {"fair/sync"}, failed)
+    runs, failed = _race(monkeypatch, tmp_path, arm, {"fair/sync"})
     assert [sorted(run) for run in runs] == [["fair/sync"], []]
     assert failed == {"fair/sync, seed 1": "no such config",
                       "interrupted": "fair/sync, seed 2: interrupted"}

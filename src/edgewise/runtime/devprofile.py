@@ -31,7 +31,7 @@ from edgewise.perf.profiler import PointProfiler, ProfileConfig, ProfileResult, 
 from edgewise.perf.stress import Stressor, StressPoint, stress_grid
 from edgewise.runtime.launch import MemberSpec, start_ps
 from edgewise.runtime.plan import TrainConfig
-from edgewise.runtime.psplane import PUSH_ASYNC, PlaneClient
+from edgewise.runtime.psplane import PUSH_ASYNC, PlaneClient, connect
 from edgewise.runtime.ray_cluster import RayRuntime
 from edgewise.runtime.shaping import ByteCounter, ShapedLink
 from edgewise.runtime.trainstate import FlatState
@@ -68,12 +68,8 @@ class DeviceProfiler:
         pushes go as Ray calls, as the workers' would)."""
         if not self.plane_asked:
             self.plane_asked = True
-            endpoint = ray.get(self.ps.plane_endpoint.remote())
-            if endpoint is not None:
-                try:
-                    self.plane = PlaneClient(endpoint, self.name)
-                except OSError:
-                    self.plane = None
+            self.plane = connect(ray.get(self.ps.plane_endpoint.remote()), self.name,
+                                 self.name)
         return self.plane
 
     def _push(self, model: nn.Module, ids: np.ndarray) -> None:

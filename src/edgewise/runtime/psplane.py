@@ -30,6 +30,7 @@ push is answered once its peers pushed, and the other connections are served mea
 from __future__ import annotations
 
 import contextlib
+import logging
 import socket
 import struct
 from dataclasses import dataclass
@@ -40,7 +41,7 @@ from numpy.typing import NDArray
 
 __all__ = ["HELLO_TIMEOUT_S", "HELLO_WIRE", "LEAVE", "MAX_NAME_BYTES", "OPS", "PULL",
            "PUSH_ASYNC", "PUSH_SYNC", "REPLY_WIRE", "REQUEST_WIRE", "STATUS_FAILED", "STATUS_OK",
-           "Endpoint", "Payload", "PlaneClient", "RemoteFailure", "nodelay", "view_of"]
+           "Endpoint", "Payload", "PlaneClient", "RemoteFailure", "connect", "nodelay", "view_of"]
 
 PULL: Final = 1
 PUSH_ASYNC: Final = 2
@@ -57,6 +58,7 @@ REPLY_WIRE: Final = struct.Struct("<BI")
 STATUS_OK, STATUS_FAILED = 0, 1
 HELLO_TIMEOUT_S: Final = 30.0
 """How long a connection may take to say hello before it is closed unheard."""
+_log = logging.getLogger(__name__)
 
 Payload = bytes | bytearray | memoryview | NDArray[np.uint8]
 class RemoteFailure(RuntimeError):
@@ -157,3 +159,18 @@ class PlaneClient:
     def close(self) -> None:
         with contextlib.suppress(OSError):
             self.conn.close()
+
+
+def connect(endpoint: Endpoint | None, name: str, who: str) -> PlaneClient | None:
+    """A client of the server's data plane at ``endpoint`` (the server's
+    ``plane_endpoint``) called ``name``; None where the server opened none or ``who``
+    cannot reach it: the caller then pushes as Ray calls (a firewall that lets only Ray's
+    ports through slows training down, it does not stop it)."""
+    if endpoint is None:
+        return None
+    try:
+        return PlaneClient(endpoint, name)
+    except OSError as exc:
+        _log.warning("%s: the parameter server's data plane at %s:%d is unreachable (%s); "
+                     "pushing as Ray calls", who, endpoint.host, endpoint.port, exc)
+        return None

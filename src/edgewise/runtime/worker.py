@@ -4,7 +4,6 @@ parameter server and pulling weights back after every batch (Deep-Edge §III).""
 from __future__ import annotations
 
 import hashlib
-import logging
 import os
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -23,7 +22,7 @@ from edgewise.runtime.emulation import emulated_compute
 from edgewise.runtime.evaluate import calibration_samples, statistics_frame, validation_metric
 from edgewise.runtime.heartbeat import Heartbeat
 from edgewise.runtime.idle import idle_executor
-from edgewise.runtime.psplane import LEAVE, PULL, PUSH_ASYNC, PUSH_SYNC, PlaneClient
+from edgewise.runtime.psplane import LEAVE, PULL, PUSH_ASYNC, PUSH_SYNC, PlaneClient, connect
 from edgewise.runtime.shaping import ByteCounter, ShapedLink
 from edgewise.runtime.syncdelta import check_delta
 from edgewise.runtime.trainstate import FlatState, Frame, frame_view, read_frames
@@ -34,7 +33,6 @@ __all__ = ["Worker"]
 
 _RSS_CHECK_EVERY = 20
 Validation = tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]  # x, y, calibration x
-_log = logging.getLogger(__name__)
 
 
 def _name_seed(name: str) -> int:
@@ -117,16 +115,9 @@ class Worker:
         whose port this worker cannot reach: a firewall that lets only Ray's ports through
         slows training down, it does not stop it)."""
         if self.plane is None and self.transport == "socket":
-            endpoint = ray.get(self.ps.plane_endpoint.remote())
-            if endpoint is None:
-                self.transport = "ray"
-                return None
-            try:
-                self.plane = PlaneClient(endpoint, self.device)
-            except OSError as exc:
-                _log.warning("%s: the parameter server's data plane at %s:%d is unreachable "
-                             "(%s); pushing as Ray calls", self.name, endpoint.host,
-                             endpoint.port, exc)
+            self.plane = connect(ray.get(self.ps.plane_endpoint.remote()), self.device,
+                                 self.name)
+            if self.plane is None:
                 self.transport = "ray"
         return self.plane
 

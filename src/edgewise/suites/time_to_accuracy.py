@@ -35,7 +35,7 @@ them without the fastest and slowest). Ctrl-C ends the race with the arms measur
 ``ps_scaling_efficiency_3_workers`` is the runtime bench's (three Nanos of
 ``three-nanos.yaml``, digits; on a testbed of its own where the race ran on one; the median
 of ``repeats`` runs) and ``ps_scaling_link_bound`` the efficiency the links to the server
-allow for the bytes each sample moves in that run (:func:`link_bound`).
+allow for the bytes each sample moves in that run (``suites.tta_scaling.link_bound``).
 """
 
 from __future__ import annotations
@@ -60,12 +60,11 @@ from edgewise.suites.tta_arms import (
     shapes_setup,
 )
 from edgewise.suites.tta_figures import ARMS, GOODPUT_ARM, NOISE_FROM, figures_of
-from edgewise.suites.tta_scaling import link_bound, median_scaling, scaling
+from edgewise.suites.tta_scaling import scaling
 from edgewise.testbed.plan import DEFAULT_SUBNET
 from edgewise.wire.frames import wire_dtype_named
 
-__all__ = ["ARMS", "SPEC", "WHERE", "figures_of", "link_bound", "median_scaling", "plots", "real",
-           "where_to_run"]
+__all__ = ["ARMS", "SPEC", "WHERE", "figures_of", "plots", "real", "where_to_run"]
 
 WHERE = ("auto", "testbed", "emulated")
 RACE_CLUSTER = "deep-edge-testbed.yaml"
@@ -214,7 +213,7 @@ def real(ctx: BenchContext) -> Figures:
         ctx.progress("parameter-server scaling (runtime bench)", 0.95)
         with ctx.timings.timed("scaling_seconds"), clusters.up(SCALING_CLUSTER, 0.95) as (rt, _):
             figures |= scaling(rt, ctx.seed, 2 if ctx.quick else 8,
-                                duplex=where == "testbed", repeats=repeats)
+                               duplex=where == "testbed", repeats=repeats)
     for key in ("tta_device_seconds", "tta_device_seconds_runs",
                 "tta_device_seconds_running_statistics", "evaluation_device_seconds"):
         ctx.timings[key] = figures.pop(key)
