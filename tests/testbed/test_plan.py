@@ -16,7 +16,7 @@ from edgewise.cluster.catalog import catalog
 from edgewise.cluster.model import Cluster
 from edgewise.cluster.schema import cluster_from_dict
 from edgewise.errors import ConfigError, InfeasibleError
-from edgewise.testbed.plan import HostFacts, plan_testbed
+from edgewise.testbed.plan import HostFacts, cfs_period_us, plan_testbed
 from edgewise.testbed.record import Record, read_record, write_record, write_token
 from edgewise.testbed.status import default_name
 
@@ -56,15 +56,23 @@ def test_quotas_fit_the_budget_keep_proportions_and_links_share_the_dilation(
     for node, device in zip(plan.nodes, cluster.devices, strict=True):
         # a device second takes D testbed seconds: quota x host speed x D = device speed
         assert math.isclose(node.quota_cores * host.speed * d, device.speed, rel_tol=1e-9)
-        # a period holds at least 20 ms of quota (4 kernel bandwidth slices), or is 1 s
-        assert 50_000 <= node.cfs_period_us <= 1_000_000
-        assert node.quota_cores * node.cfs_period_us >= 19_999 or node.cfs_period_us == 10**6
+        # a period holds at least 2 ms of quota (twice the kernel's least), or is 1 s
+        assert 10_000 <= node.cfs_period_us <= 1_000_000
+        assert node.quota_cores * node.cfs_period_us >= 1_999 or node.cfs_period_us == 10**6
         for peer in node.peers:
             link = cluster.link(node.device, peer.device)
             assert math.isclose(peer.rate_mbit * d, link.bandwidth_mbps, rel_tol=1e-9)
     heads = [n.device for n in plan.nodes if n.head]
     managers = [dv.name for dv in cluster.devices if "manager" in dv.roles]
     assert len(heads) == 1 and (not managers or heads == managers[:1])
+
+
+@pytest.mark.parametrize(("cores", "period_us"), [
+    (0.41, 10_000), (0.29, 10_000), (0.2, 10_000), (0.1, 20_000), (0.02, 100_000),
+    (0.001, 1_000_000), (1.5, 10_000)])
+def test_periods_are_10_ms_or_long_enough_for_2_ms_of_quota(cores: float,
+                                                            period_us: int) -> None:
+    assert cfs_period_us(cores) == period_us
 
 
 def test_two_nanos_on_a_half_nano_core_run_four_times_slower() -> None:

@@ -25,8 +25,8 @@ __all__ = [
 ]
 
 DEFAULT_SUBNET = "10.77.0.0/24"
-CFS_PERIOD_US = 50_000  # the shortest CFS period used: quotas hold within a fraction of a second
-MIN_QUOTA_PER_PERIOD_US = 20_000  # 4x the kernel's 5 ms bandwidth slice (see cfs_period_us)
+CFS_PERIOD_US = 10_000  # the shortest CFS period used: a device is slow at every instant
+MIN_QUOTA_PER_PERIOD_US = 2_000  # 2x the kernel's smallest quota (see cfs_period_us)
 MIN_QUOTA_CORES = 0.02  # 1 ms per period, the kernel's smallest quota
 OBJECT_STORE_FRACTION = 0.3  # Ray's own default share of a node's memory
 OBJECT_STORE_MIN_MB = 80  # Ray refuses less than 75 MB
@@ -122,10 +122,14 @@ class TestbedPlan:
 
 
 def cfs_period_us(quota_cores: float) -> int:
-    """The CFS period for a quota: 50 ms, longer for small quotas so that a period's quota
-    is at least 20 ms. The kernel hands quota to each CPU in 5 ms slices, and a quota of a
-    few slices per period is delivered only in part (a Pi 4 at 0.1 cores got 91 % of it
-    with 50 ms periods on the 2-core host)."""
+    """The CFS period for a quota: 10 ms, longer for small quotas so that a period's quota
+    is at least 2 ms (a Pi 4 at 0.1 cores: 20 ms). A node that idles between bursts (a
+    worker waiting on its server, between epochs) runs each burst at the host's full speed
+    on the quota left in its period, then freezes until the next: over a 69 ms period, four
+    training steps after an idle spell took 7-36 ms a step against 29 ms sustained
+    (2026-12-06, docs/testbed.md), so a short epoch ran up to 4 times faster than its
+    profile, which a slow board never does. Over 10 ms the same bursts took 23-40 ms. The
+    kernel delivers such quotas in full (0.1 cores over 10 ms: 100.4 %, kernel 6.18)."""
     period = max(CFS_PERIOD_US, round(MIN_QUOTA_PER_PERIOD_US / quota_cores))
     return min(1_000_000, period)
 
