@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import statistics
 
 import pytest
 from hypothesis import given
@@ -17,6 +18,7 @@ from edgewise.cli import app
 from edgewise.cli.bench import BENCHES, LISTING
 from edgewise.runtime.devprofile import _n_workers, device_grid
 from edgewise.suites.testbed import SPEC
+from edgewise.suites.testbed_update import epochs_for, prediction_errors
 from edgewise.update.run import _device_time
 
 runner = CliRunner()
@@ -76,3 +78,24 @@ def test_app_times_of_a_dilated_cluster_are_given_in_device_time() -> None:
 
     assert device["exec_ms_p95"] == pytest.approx(150.0)
     assert (device["periods"], device["misses"]) == (10, 2)  # counts are not times
+
+
+@pytest.mark.parametrize(("predicted_s", "quick", "epochs"), [
+    (0.04, False, 51),   # ten 0.2 s periods of 0.04 s epochs, after the first
+    (0.16, False, 14),   # ⌈2 / 0.16⌉ = 13 after the first
+    (1.0, False, 6),     # at least 5 after the first
+    (0.04, True, 18),    # a third of the span: ⌈0.667 / 0.04⌉ = 17
+    (5.0, True, 3),      # at least 2 after the first
+    (1e-5, False, 400),  # at most 400
+])
+def test_a_run_spans_ten_app_periods_after_its_first_epoch(predicted_s: float, quick: bool,
+                                                           epochs: int) -> None:
+    assert epochs_for(predicted_s, 0.2, quick) == epochs
+
+
+def test_the_error_is_of_the_mean_epoch_and_the_first_is_left_out() -> None:
+    # epochs alternating 0.02 and 0.06 around a prediction of 0.04: each errs, the mean not
+    of_mean, of_epochs = prediction_errors(0.04, [9.0, 0.02, 0.06, 0.02, 0.06])
+    assert of_mean == 0.0
+    assert of_epochs == pytest.approx(statistics.median([1.0, 1 / 3, 1.0, 1 / 3]), abs=1e-4)
+    assert prediction_errors(0.05, [0.04]) == (0.25, 0.25)  # one epoch: itself

@@ -3,6 +3,8 @@ scores a given plan under any models."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
@@ -21,6 +23,20 @@ def test_simulate_is_deterministic_and_keeps_timings_apart() -> None:
     assert a.timings["decision_seconds"] >= 0.0
     assert a.score == score(problem, a.plan)
     assert not a.score.violations
+
+
+def test_each_workers_epoch_is_its_steps_of_its_two_parts() -> None:
+    """epochTime_i = ⌈d_i / b_i⌉ (b_i t^compute + t^update), from the parts the score gives."""
+    problem = _problem([(10, 10, 20), (40, 30, 20), (70, 60, 20)], ["fast", "slow", "slow"])
+    for policy in ("deep-edge", "fair"):
+        outcome = simulate(problem, policy)
+        plan, result = outcome.plan, outcome.score
+        assert set(result.worker_parts) == {w for w, d in plan.shards.items() if d > 0}
+        for w, (t_c, t_u) in result.worker_parts.items():
+            b = plan.batch_sizes[w]
+            assert t_c > 0 and t_u > 0
+            assert result.worker_epoch_s[w] == pytest.approx(
+                math.ceil(plan.shards[w] / b) * (b * t_c + t_u))
 
 
 def test_a_callable_policy_and_its_name_give_the_same_outcome() -> None:

@@ -26,13 +26,15 @@ __all__ = ["PlanScore", "UpdateOutcome", "score", "simulate"]
 class PlanScore:
     """What a plan costs: epoch time (s), per-worker epoch times, total cost for
     ``problem.epochs`` epochs with transfer and initialisation, each app's exec time (ms) and
-    the apps that miss their deadline."""
+    the apps that miss their deadline; ``worker_parts`` has each worker's (t^compute per
+    sample, t^update per batch) in seconds, the two terms of its epoch time."""
 
     epoch_s: float
     worker_epoch_s: Mapping[str, float]
     total_cost_s: float
     exec_ms: Mapping[str, float]
     violations: tuple[str, ...]
+    worker_parts: Mapping[str, tuple[float, float]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,14 +47,14 @@ class UpdateOutcome:
     timings: Mapping[str, float] = field(default_factory=dict, compare=False)
 
 
-def _worker_epoch(problem: UpdateProblem, model: PerfModel, state: np.ndarray, d: int, b: int,
-            mean_b: float, n: int) -> tuple[float, np.ndarray]:
-    """epochTime_i = B_i (b_i t^compute + t^update) with B_i = ⌈d_i / b_i⌉ (§III-A3)."""
+def _worker_times(problem: UpdateProblem, model: PerfModel, state: np.ndarray, b: int,
+                  mean_b: float, n: int) -> tuple[float, float]:
+    """(t^compute per sample, t^update per batch) of a worker at batch ``b`` (Eq. 5-6)."""
     one = np.array([float(b)])
     t_c = float(model.compute_time(state, one)[0])
     t_u = float(model.update_time(state, one, np.array([mean_b]), np.array([problem.ps_state[0]]),
                                   np.array([float(n)]))[0])
-    return math.ceil(d / b) * (b * t_c + t_u), model.new_state(state, one)
+    return t_c, t_u
 
 
 def score(problem: UpdateProblem, plan: UpdatePlan,
@@ -62,15 +64,18 @@ def score(problem: UpdateProblem, plan: UpdatePlan,
     workers = plan.workers
     mean_b = float(np.mean([plan.batch_sizes[w] for w in workers])) if workers else 0.0
     epochs: dict[str, float] = {}
+    parts: dict[str, tuple[float, float]] = {}
     exec_ms: dict[str, float] = {}
     violations: list[str] = []
     for w in problem.workers:
         model, state = models[w.device_type], np.array([w.state], dtype=np.float64)
         d = plan.shards.get(w.device, 0)
-        if d > 0:
-            epochs[w.device], state = _worker_epoch(problem, model, state, d,
-                                                    plan.batch_sizes[w.device], mean_b,
-                                                    len(workers))
+        if d > 0:  # epochTime_i = B_i (b_i t^compute + t^update), B_i = ⌈d_i / b_i⌉ (§III-A3)
+            b = plan.batch_sizes[w.device]
+            parts[w.device] = t_c, t_u = _worker_times(problem, model, state, b, mean_b,
+                                                       len(workers))
+            epochs[w.device] = math.ceil(d / b) * (b * t_c + t_u)
+            state = model.new_state(state, np.array([float(b)]))
         for app in w.apps:
             exec_ms[app.name] = float(model.exec_time(app.kind, state)[0])
             if exec_ms[app.name] > app.deadline:
@@ -79,7 +84,7 @@ def score(problem: UpdateProblem, plan: UpdatePlan,
                  + problem.init_s.get(w, 0.0) + epochs[w] * problem.epochs for w in epochs),
                 default=0.0)
     return PlanScore(max(epochs.values(), default=0.0), epochs, total, exec_ms,
-                     tuple(violations))
+                     tuple(violations), parts)
 
 
 def simulate(problem: UpdateProblem, policy: str | Policy, *, seed: int = 0,
