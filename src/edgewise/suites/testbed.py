@@ -161,9 +161,10 @@ SPEC = BenchSpec(
         "ps_scaling_efficiency_3_workers":
             "ratio of two throughputs measured on the testbed in one run",
         "update_epoch_time_prediction_error":
-            "median over the deep-edge run's epochs after the first of |measured − "
-            "predicted| ÷ measured epoch time, in device time; predicted by models fitted "
-            "to profiles measured on the same testbed",
+            "|mean measured − predicted| ÷ mean measured epoch time of the deep-edge run's "
+            "epochs after the first (enough of them to span ten of the SIFT apps' periods), "
+            "in device time; predicted by models fitted to profiles measured on the same "
+            "testbed; the median of single epochs' errors is ..._median_of_epochs",
         "link_rate_ratio_min": "TCP goodput ÷ the rate tc was given (Ethernet frames "
                                "counted, TCP payload measured)",
     },
