@@ -123,7 +123,7 @@ SPAN_APP_PERIODS = 10
 """How many of the co-located app's periods the run's steady epochs span together, at least.
 An epoch of the digits plan lasts a fifth of a SIFT period (0.04 device s against 0.2), so
 one epoch falls wholly inside or outside an app execution, and single epochs of one run
-scatter by a factor of 2 (2026-12-06, docs/testbed.md). The profile's times are means over
+scatter by a factor of 2-3 (2026-12-06, docs/testbed.md). The profile's times are means over
 1.5 s windows, so the prediction is of the mean epoch over many periods: the paper's
 epochs (Inception on Caltech-256, steps of 2-3 s) span hundreds."""
 
@@ -156,16 +156,16 @@ def _worker_figures(run: UpdateRun, score: PlanScore, dilation: float
         stats = [r.worker_stats[device] for r in epochs if device in r.worker_stats]
         if not stats:
             continue
-
-        def median(key: str, stats: Sequence[Mapping[str, float]] = stats) -> float:
-            return round(statistics.median(s[key] for s in stats) / dilation, 6)
-
+        measured = {k: statistics.median(s[k] for s in stats) / dilation
+                    for k in ("compute_seconds_per_sample", "update_seconds_per_batch",
+                              "wall_seconds")}
         out[device] = {"predicted_compute_s_per_sample": round(t_c, 6),
-                       "measured_compute_s_per_sample": median("compute_seconds_per_sample"),
+                       "measured_compute_s_per_sample":
+                           round(measured["compute_seconds_per_sample"], 6),
                        "predicted_update_s": round(t_u, 6),
-                       "measured_update_s": median("update_seconds_per_batch"),
+                       "measured_update_s": round(measured["update_seconds_per_batch"], 6),
                        "predicted_epoch_s": round(score.worker_epoch_s[device], 4),
-                       "measured_epoch_s": round(median("wall_seconds"), 4)}
+                       "measured_epoch_s": round(measured["wall_seconds"], 4)}
     return out
 
 

@@ -128,7 +128,7 @@ def cfs_period_us(quota_cores: float) -> int:
     on the quota left in its period, then freezes until the next: over a 69 ms period, four
     training steps after an idle spell took 7-36 ms a step against 29 ms sustained
     (2026-12-06, docs/testbed.md), so a short epoch ran up to 4 times faster than its
-    profile, which a slow board never does. Over 10 ms the same bursts took 23-40 ms. The
+    profile, which a slow board never does. Over 10 ms the same bursts took 23-43 ms. The
     kernel delivers such quotas in full (0.1 cores over 10 ms: 100.4 %, kernel 6.18)."""
     period = max(CFS_PERIOD_US, round(MIN_QUOTA_PER_PERIOD_US / quota_cores))
     return min(1_000_000, period)
