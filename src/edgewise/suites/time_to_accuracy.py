@@ -177,6 +177,7 @@ def _arms(setups: list[TTASetup], ctx: BenchContext, runtime: RayRuntime,
                     ctx.progress(f"{label} failed: {why}", share)
     except KeyboardInterrupt:  # Ctrl-C: the arms measured so far are kept
         failed[INTERRUPTED] = f"{label}: interrupted"
+        ctx.progress(f"{label}: interrupted; stopping, keeping the arms done", 1.0)
         if runs and not runs[-1]:  # the seed it cut before any arm of it
             runs.pop()
     return runs
@@ -247,7 +248,8 @@ def plots(figures: Figures, folder: Path) -> Figures:
         ax.axhline(figures["target"], color="grey", linestyle="--", linewidth=1)
     ax.set_xlabel("device seconds")
     ax.set_ylabel("validation accuracy")
-    ax.legend()
+    if figures.get("curves"):  # a race cut before its first arm has no line to name
+        ax.legend()
     target = folder / "time-to-accuracy.png"
     fig.savefig(target, dpi=120, bbox_inches="tight")
     plt.close(fig)

@@ -11,7 +11,11 @@ crosses the devices' links and nothing is stretched."""
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import json
+import signal
+import sys
 import tempfile
 import time
 from dataclasses import dataclass
@@ -25,7 +29,7 @@ from edgewise.suites.tta_arms import ArmResult, TTASetup, app_misses, curve_of
 from edgewise.update.run import apps_running
 
 __all__ = ["BATCH_PER_WORKER", "DDPPlacement", "ddp_placement", "fastest_device",
-           "ray_train_ddp_arm", "single_device_arm"]
+           "fit_keeping_ctrl_c", "ray_train_ddp_arm", "single_device_arm"]
 
 BATCH_PER_WORKER = 32  # the equal plan's batch (edgewise's default), per DDP rank
 
@@ -193,6 +197,58 @@ def _config(setup: TTASetup, placement: DDPPlacement) -> dict[str, Any]:
             "evaluator": placement.evaluator, "by_label": placement.by_label}
 
 
+ABORT_S = 10.0
+"""How long a Ctrl-C waits for Ray Train's controller to stop its workers. On the testbed
+the controller runs on the driver's device, under its CPU quota: there an abort had not
+answered in 30 s (2026-12-06, twice), and the testbed's teardown ends the workers anyway."""
+
+
+@functools.cache
+def _trainer_class() -> type[Any]:
+    """``TorchTrainer``, except that ``fit()`` leaves SIGINT to the caller. Ray Train V2's
+    ``fit()`` in the main thread installs a handler of its own (abort the run, then
+    ``sys.exit``) and never puts the caller's back: a Ctrl-C after the race's first DDP arm
+    then exited the whole bench, with no JSON, from whatever arm ran. This class keeps the
+    controller instead, so :func:`fit_keeping_ctrl_c` can abort it on a KeyboardInterrupt."""
+    from ray.train.torch import TorchTrainer
+
+    class KeepsCtrlC(TorchTrainer):
+        controller: Any = None
+
+        def _register_sigint_handler(self, controller: Any) -> None:
+            self.controller = controller
+
+    return KeepsCtrlC
+
+
+def fit_keeping_ctrl_c(trainer: Any) -> None:
+    """``trainer.fit()``; on Ctrl-C, its run is aborted (its workers stopped, within
+    :data:`ABORT_S`) and the KeyboardInterrupt goes on to the caller. The caller's SIGINT
+    handler is in place afterwards whatever happened, also where a Ray version installs its
+    own by another route."""
+    previous = signal.getsignal(signal.SIGINT)
+    try:
+        trainer.fit()
+    except KeyboardInterrupt:
+        _abort(getattr(trainer, "controller", None))
+        raise
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _abort(controller: Any) -> None:
+    """Ask Ray Train's controller to stop the run; a controller already gone, or one that
+    does not answer in time, is left to the cluster's teardown."""
+    if controller is None:
+        return
+    import ray
+
+    print(f"ray-train-ddp: stopping Ray Train's run (at most {ABORT_S:.0f} s)",
+          file=sys.stderr, flush=True)
+    with contextlib.suppress(ray.exceptions.RayError):
+        ray.get(controller.abort.remote(), timeout=ABORT_S)
+
+
 def ray_train_ddp_arm(runtime: RayRuntime, setup: TTASetup, workers: list[str],
                       gloo_ifname: str | None = None) -> ArmResult:
     """Ray Train's TorchTrainer: one DDP rank per worker device (gloo, CPU), equal shards.
@@ -200,7 +256,7 @@ def ray_train_ddp_arm(runtime: RayRuntime, setup: TTASetup, workers: list[str],
     ``eth0``: inside a device's namespace the host's name resolves to no address of its
     own, and gloo would fall back to loopback, which the other devices cannot reach)."""
     from ray.train import RunConfig, ScalingConfig
-    from ray.train.torch import TorchConfig, TorchTrainer
+    from ray.train.torch import TorchConfig
 
     placement = ddp_placement(runtime, workers)
     config = _config(setup, placement)
@@ -212,14 +268,14 @@ def ray_train_ddp_arm(runtime: RayRuntime, setup: TTASetup, workers: list[str],
         "worker_runtime_env": {"env_vars": {"GLOO_SOCKET_IFNAME": gloo_ifname}}}
     with tempfile.TemporaryDirectory(prefix="edgewise-ddp-") as tmp:
         config["out"] = str(Path(tmp) / "curve.json")
-        trainer = TorchTrainer(
+        trainer = _trainer_class()(
             _ddp_worker, train_loop_config=config,
             torch_config=TorchConfig(backend="gloo"),
             scaling_config=ScalingConfig(num_workers=len(workers), use_gpu=False,
                                          resources_per_worker={"CPU": 0.01}, **placed),
             run_config=RunConfig(storage_path=tmp, name="tta-ddp", **env))
         with apps_running(runtime) as apps:
-            trainer.fit()
+            fit_keeping_ctrl_c(trainer)
         metrics = json.loads(Path(config["out"]).read_text())
         ranks = {int(p.suffix.removeprefix(".rank")): p.read_text()
                  for p in Path(tmp).glob("curve.rank*")}
