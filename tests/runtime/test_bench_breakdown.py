@@ -51,3 +51,15 @@ def test_the_first_epoch_is_left_out_and_medians_over_epochs_are_taken() -> None
 def test_a_single_epoch_run_is_its_own_steady_state() -> None:
     found = where_time_went(_result(_record(0, 2.5, (0.1, 0.1))))
     assert found["ps_server_busy_fraction"] == pytest.approx(0.5)
+
+
+def test_the_races_step_parts_are_these_in_device_seconds() -> None:
+    """``bench time-to-accuracy`` reports each engine arm's step parts in device seconds:
+    the breakdown above divided by the cluster's time dilation."""
+    from edgewise.suites.tta_arms import step_parts
+
+    result = _result(_record(0, 5.0, (9.0, 9.0)), _record(1, 1.0, (0.1, 0.3)),
+                     _record(2, 2.0, (0.3, 0.5)), _record(3, 4.0, (0.2, 0.4)))
+    parts = step_parts(result, 4.0)
+    assert parts == pytest.approx({"compute": 0.048 / 4, "encode": 0.01 / 4, "wait": 0.3 / 4,
+                                   "load": 0.02 / 4})

@@ -217,3 +217,17 @@ def test_a_reading_beside_the_next_epoch_counts_when_it_was_known() -> None:
     assert f["tta_device_seconds"]["fair/sync"] == 2.25
     assert f["curves"]["fair/sync"][0]["device_seconds"] == [1.25, 2.25, 3.0]
     assert f["evaluation_device_seconds"]["fair/sync"] == 0.25
+
+
+def test_each_step_part_is_its_median_over_the_runs_that_timed_it() -> None:
+    """``step_device_seconds``: per engine arm, each part's median over the runs; a run
+    without the breakdown (an arm that timed none) is left out, not read as zero."""
+    def arm(parts: dict[str, float] | None) -> ArmResult:
+        return ArmResult("fair/sync", (0.95,), (1.0,), extra={"step_device_seconds": parts})
+
+    runs = [{"fair/sync": arm({"compute": 0.02, "wait": 0.05})},
+            {"fair/sync": arm({"compute": 0.04, "wait": 0.03})},
+            {"fair/sync": arm({"compute": 0.03, "wait": 0.01})},
+            {"fair/sync": arm(None)}]
+    f = figures_of(runs, 0.9)
+    assert f["step_device_seconds"] == {"fair/sync": {"compute": 0.03, "wait": 0.03}}

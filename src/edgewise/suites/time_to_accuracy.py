@@ -216,7 +216,8 @@ def real(ctx: BenchContext) -> Figures:
             figures |= scaling(rt, ctx.seed, 2 if ctx.quick else 8,
                                duplex=where == "testbed", repeats=repeats)
     for key in ("tta_device_seconds", "tta_device_seconds_runs",
-                "tta_device_seconds_running_statistics", "evaluation_device_seconds"):
+                "tta_device_seconds_running_statistics", "evaluation_device_seconds",
+                "step_device_seconds"):
         ctx.timings[key] = figures.pop(key)
     race = RACE_CLUSTER.removesuffix(".yaml")
     extra = {} if where == "emulated" else {"down_leftovers": sum(clusters.left.values()),

@@ -14,6 +14,7 @@ import numpy as np
 from edgewise.cluster.examples import example_path
 from edgewise.runtime.plan import DEFAULT_EVALUATION, Evaluation
 from edgewise.runtime.ray_cluster import RayRuntime
+from edgewise.runtime.records import TrainResult
 from edgewise.wire.frames import WireChoice
 
 __all__ = ["ArmResult", "TTASetup", "app_misses", "curve_of", "edgewise_arm",
@@ -104,6 +105,18 @@ def measured_noise_scale(arm: ArmResult) -> float | None:
     return None if arm.extra is None else arm.extra.get("noise_scale_adam")
 
 
+def step_parts(result: TrainResult, dilation: float) -> dict[str, float]:
+    """Where the run's steps went, in device seconds a batch: each worker's computing its
+    gradient, encoding its push, waiting for the server's reply (the links both ways, the
+    server's queue and service, and in ``sync`` the step's barrier) and loading the reply
+    (``runtime.bench.where_time_went``: the mean over workers of each worker's median over
+    the epochs after the first), divided by the cluster's time dilation."""
+    from edgewise.runtime.bench import where_time_went
+
+    parts = where_time_went(result)["worker_seconds_per_batch"]
+    return {k: round(v / dilation, 5) for k, v in parts.items() if v is not None}
+
+
 def edgewise_arm(runtime: RayRuntime, setup: TTASetup, policy: str, mode: str,
                  staleness: str | None = None, noise_scale: float | None = None) -> ArmResult:
     """Plan with ``policy`` over the runtime's cluster and train ``setup`` with ``mode``
@@ -138,5 +151,6 @@ def edgewise_arm(runtime: RayRuntime, setup: TTASetup, policy: str, mode: str,
                       "noise_scale_adam": round(float(np.mean(noise)), 1) if noise else None,
                       "planned_noise_scale": noise_scale,
                       "evaluation_device_seconds": round(float(np.median(reads)), 4)
-                      if reads else None},
+                      if reads else None,
+                      "step_device_seconds": step_parts(done.result, runtime.time_dilation)},
                      lags if any(lags) else ())

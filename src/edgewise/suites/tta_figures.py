@@ -36,6 +36,13 @@ def _median(values: list[float | None]) -> float | None:
     return None if math.isinf(found) else round(found, 4)
 
 
+def _parts_median(runs: list[dict[str, float] | None]) -> dict[str, float]:
+    """Each part's median over the runs that timed it (``tta_arms.step_parts``)."""
+    found = [r for r in runs if r]
+    keys = sorted({k for r in found for k in r})
+    return {k: round(float(np.median([r[k] for r in found if k in r])), 5) for k in keys}
+
+
 def _best(values: dict[str, float | None], names: list[str]) -> float | None:
     return min((t for n in names if (t := values.get(n)) is not None), default=None)
 
@@ -92,6 +99,8 @@ def figures_of(runs: list[dict[str, ArmResult]], target: float) -> Figures:
         "epoch_speedup_deep_edge_over_fair": _ratio(_best(epoch, fair), _best(epoch, de)),
         "evaluation_device_seconds": {n: _median(per_run(n, lambda r: (r.extra or {}).get(
             "evaluation_device_seconds"))) for n in edgewise},
+        "step_device_seconds": {n: _parts_median(per_run(n, lambda r: (r.extra or {}).get(
+            "step_device_seconds"))) for n in edgewise},
         "deadline_misses": misses,
         "tta_device_seconds_running_statistics": {
             n: _median(per_run(n, lambda r: _running_tta(r, target)))
