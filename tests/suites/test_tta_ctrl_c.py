@@ -71,12 +71,16 @@ def test_ctrl_c_in_fit_aborts_the_run_and_goes_on(monkeypatch: pytest.MonkeyPatc
 
     asked: list[tuple[object, float | None]] = []
     monkeypatch.setattr(ray, "get", lambda ref, timeout=None: asked.append((ref, timeout)))
-    trainer = _Trainer(KeyboardInterrupt())
-    with pytest.raises(KeyboardInterrupt):
-        fit_keeping_ctrl_c(trainer)
-    assert trainer.controller.aborts == 1
-    assert asked == [("abort-ref", tta_ddp.ABORT_S)]
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    previous = signal.signal(signal.SIGINT, _foreign)
+    try:
+        trainer = _Trainer(KeyboardInterrupt())
+        with pytest.raises(KeyboardInterrupt):
+            fit_keeping_ctrl_c(trainer)
+        assert trainer.controller.aborts == 1
+        assert asked == [("abort-ref", tta_ddp.ABORT_S)]
+        assert signal.getsignal(signal.SIGINT) is _foreign
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def test_the_trainer_keeps_its_controller_instead_of_a_handler() -> None:
@@ -95,6 +99,9 @@ def test_the_trainer_keeps_its_controller_instead_of_a_handler() -> None:
 
 _SCRIPT = """
 import signal, sys, time
+# a child of a runner that ignores SIGINT (`make test` under CI, a script's background job)
+# inherits the ignoring; Ctrl-C's KeyboardInterrupt is what this child is here to show
+signal.signal(signal.SIGINT, signal.default_int_handler)
 from pathlib import Path
 import ray
 from ray.train import RunConfig, ScalingConfig
