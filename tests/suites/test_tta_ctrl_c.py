@@ -83,6 +83,33 @@ def test_ctrl_c_in_fit_aborts_the_run_and_goes_on(monkeypatch: pytest.MonkeyPatc
         signal.signal(signal.SIGINT, previous)
 
 
+def test_off_the_main_thread_fit_runs_and_no_handler_is_touched() -> None:
+    """A fit called from a thread of a service: nothing to restore, and no ValueError from
+    setting a handler off the main thread."""
+    import threading
+
+    class Plain:
+        ran = False
+
+        def fit(self) -> None:
+            self.ran = True
+
+    trainer, errors = Plain(), []
+
+    def run() -> None:
+        try:
+            fit_keeping_ctrl_c(trainer)
+        except Exception as exc:  # the test reports whatever escaped
+            errors.append(exc)
+
+    before = signal.getsignal(signal.SIGINT)
+    thread = threading.Thread(target=run)
+    thread.start()
+    thread.join(10)
+    assert trainer.ran and errors == []
+    assert signal.getsignal(signal.SIGINT) is before
+
+
 def test_the_trainer_keeps_its_controller_instead_of_a_handler() -> None:
     """The override names a method Ray Train's trainer has at the pinned version: were it
     renamed, Ray's handler would be back (the restore above would still hold)."""

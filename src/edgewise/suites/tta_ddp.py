@@ -17,6 +17,7 @@ import json
 import signal
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -225,15 +226,18 @@ def fit_keeping_ctrl_c(trainer: Any) -> None:
     """``trainer.fit()``; on Ctrl-C, its run is aborted (its workers stopped, within
     :data:`ABORT_S`) and the KeyboardInterrupt goes on to the caller. The caller's SIGINT
     handler is in place afterwards whatever happened, also where a Ray version installs its
-    own by another route."""
+    own by another route. Off the main thread (where no signal handler can be set, and Ray
+    Train sets none) it is ``fit()`` alone."""
     previous = signal.getsignal(signal.SIGINT)
+    restore = previous is not None and threading.current_thread() is threading.main_thread()
     try:
         trainer.fit()
     except KeyboardInterrupt:
         _abort(getattr(trainer, "controller", None))
         raise
     finally:
-        signal.signal(signal.SIGINT, previous)
+        if restore:
+            signal.signal(signal.SIGINT, previous)
 
 
 def _abort(controller: Any) -> None:
