@@ -126,7 +126,7 @@ def test_the_trainer_keeps_its_controller_instead_of_a_handler() -> None:
 
 _SCRIPT = """
 import signal, sys, time
-# a child of a runner that ignores SIGINT (`make test` under CI, a script's background job)
+# a child of a runner that ignores SIGINT (a script's background job, as `make test` may be)
 # inherits the ignoring; Ctrl-C's KeyboardInterrupt is what this child is here to show
 signal.signal(signal.SIGINT, signal.default_int_handler)
 from pathlib import Path
