@@ -1,8 +1,9 @@
 """Ctrl-C during and after the race's DDP arm (``suites.tta_ddp.fit_keeping_ctrl_c``).
 
 Ray Train V2's ``fit()`` installs a SIGINT handler of its own and never restores the
-caller's. On 2026-12-06 that lost a 58-minute protocol run: a Ctrl-C in seed 2, long after
-the DDP arms had ended, ran Ray Train's stale handler, which exited the bench with no JSON.
+caller's. After a DDP arm, Ctrl-C then went to Ray Train's stale handler: one did nothing
+(measured on the testbed, 2026-12-06), and by Ray Train's code the third exits the bench with
+no JSON (as far as its log tells, how a 58-minute protocol run was lost).
 """
 
 from __future__ import annotations
@@ -143,7 +144,6 @@ def loop() -> None:
 ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
 trainer = _trainer_class()(loop, scaling_config=ScalingConfig(num_workers=1),
                            run_config=RunConfig(storage_path=sys.argv[2], name="ctrl-c"))
-t0 = time.monotonic()
 try:
     fit_keeping_ctrl_c(trainer)
 except KeyboardInterrupt:

@@ -207,9 +207,10 @@ answered in 30 s (2026-12-06, twice), and the testbed's teardown ends the worker
 @functools.cache
 def _trainer_class() -> type[Any]:
     """``TorchTrainer``, except that ``fit()`` leaves SIGINT to the caller. Ray Train V2's
-    ``fit()`` in the main thread installs a handler of its own (abort the run, then
-    ``sys.exit``) and never puts the caller's back: a Ctrl-C after the race's first DDP arm
-    then exited the whole bench, with no JSON, from whatever arm ran. This class keeps the
+    ``fit()`` in the main thread installs a handler of its own (abort the run; ``sys.exit``
+    if it is gone or at the third signal) and never puts the caller's back: after the race's
+    first DDP arm a Ctrl-C did nothing (measured), and the third would exit the bench with
+    no JSON (docs/workloads.md). This class keeps the
     controller instead, so :func:`fit_keeping_ctrl_c` can abort it on a KeyboardInterrupt."""
     from ray.train.torch import TorchTrainer
 
