@@ -65,7 +65,10 @@ class ProbeActor:
             if not shaped.is_up:
                 raise LinkDown(f"link {link.a}-{link.b} is down")
             # Back to back, like a NIC: the call overhead overlaps the next frame's wire time.
-            due += shaped.transfer_seconds(len(frame))
+            # A sender that fell behind its schedule (a loaded host) starts the frame now, not
+            # at the time it missed: a link never catches up above its rate, and catching up
+            # had read 51 Mbit/s on a 10 Mbit/s link in a suite run (2026-12-06)
+            due = max(due, time.perf_counter()) + shaped.transfer_seconds(len(frame))
             time.sleep(max(0.0, due - time.perf_counter()))
             last = time.perf_counter()
             first = first or last
