@@ -211,19 +211,36 @@ def test_the_push_bound_holds_a_push_of_the_model_and_its_ids() -> None:
 
 def test_a_worker_that_cannot_reach_the_data_plane_pushes_as_ray_calls(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    """A firewall that lets only Ray's ports through slows training, it does not stop it."""
+    """A firewall that lets only Ray's ports through slows training, it does not stop it; a
+    worker that reaches one shard's data plane and not another's (``runtime.shards``)
+    closes the one it reached and sends all its requests as Ray calls."""
     from types import SimpleNamespace
 
-    from edgewise.runtime import worker as worker_module
+    from edgewise.cluster.model import Link
+    from edgewise.runtime import psclient
     from edgewise.runtime.psplane import Endpoint
 
     gone = socket.create_server(("127.0.0.1", 0))
     port = gone.getsockname()[1]
     gone.close()  # nothing listens there now
     endpoint = Endpoint("127.0.0.1", port, bytes(16), 1 << 20)
-    worker: Any = object.__new__(worker_module.Worker.__ray_actor_class__)  # type: ignore[attr-defined]
-    worker.ps = SimpleNamespace(plane_endpoint=SimpleNamespace(remote=lambda: endpoint))
-    worker.transport, worker.plane, worker.name, worker.device = "socket", None, "w", "nano-0"
-    monkeypatch.setattr(worker_module.ray, "get", lambda ref, **_: ref)
-    assert worker._plane() is None
-    assert worker.transport == "ray"  # and it does not try again every batch
+    monkeypatch.setattr(psclient, "ray", SimpleNamespace(get=lambda ref, **_: ref))
+
+    def server(at: Endpoint) -> SimpleNamespace:
+        return SimpleNamespace(plane_endpoint=SimpleNamespace(remote=lambda: at))
+
+    link = Link("nano-0", "pi", 1000.0, 1.0)
+    servers = psclient.Servers([server(endpoint)], [link], "nano-0", "w", "socket", False)
+    assert servers._planes() is None
+    assert servers.transport == "ray"  # and it does not try again every batch
+    listening = socket.create_server(("127.0.0.1", 0))
+    reached = Endpoint("127.0.0.1", listening.getsockname()[1], bytes(16), 1 << 20)
+    both = psclient.Servers([server(reached), server(endpoint)], [link, link], "nano-0", "w",
+                            "socket", True)
+    assert both._planes() is None and both.transport == "ray"
+    conn, _ = listening.accept()
+    conn.settimeout(5.0)
+    conn.recv(1 << 10)  # the hello
+    assert conn.recv(1 << 10) == b""  # then closed
+    conn.close()
+    listening.close()

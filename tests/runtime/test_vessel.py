@@ -397,6 +397,7 @@ def test_an_interruption_names_every_member_whose_process_died(runtime: RayRunti
     assert _dies(killed)
     run = SimpleNamespace(
         workers={"nano-1": killed, "nano-2": living}, ps=ps, ps_name=ps.name,
+        servers=[("pi5", ps.name, ps)],
         names={"nano-1": killed.name, "nano-2": living.name},
         plan=SimpleNamespace(ps_device="pi5"),
         lost_reason=lambda device, otherwise, timeout_s=0.0: otherwise)

@@ -20,7 +20,7 @@ from edgewise.cluster.model import Cluster
 from edgewise.errors import ConfigError
 from edgewise.nn.workload import Workload, open_data, workload_from_dict
 from edgewise.nn.workload.synthetic import make_shapes_folder
-from edgewise.runtime.datastore import DataStore, calibration_ids
+from edgewise.runtime.datastore import DataStore, calibration_ids, read_frames
 from edgewise.runtime.engine import train
 from edgewise.runtime.evaluate import calibration_samples
 from edgewise.runtime.launch import (
@@ -31,7 +31,6 @@ from edgewise.runtime.launch import (
 )
 from edgewise.runtime.plan import TrainConfig, TrainPlan, equal_plan
 from edgewise.runtime.ray_cluster import RayRuntime, start_local
-from edgewise.runtime.trainstate import read_frames
 from edgewise.runtime.vessel_pool import release_members
 from edgewise.wire.frames import decode
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 
 import torch
@@ -9,7 +10,7 @@ from torch import nn
 
 from edgewise.errors import ConfigError
 
-__all__ = ["MODELS", "OPTIMIZERS", "DigitsCNN", "build_model", "make_optimizer"]
+__all__ = ["MODELS", "OPTIMIZERS", "DigitsCNN", "build_model", "epoch_lr", "make_optimizer"]
 
 
 class DigitsCNN(nn.Module):
@@ -71,3 +72,11 @@ def make_optimizer(
         return torch.optim.SGD(params, lr=lr, momentum=momentum, fused=fused)
     raise ConfigError(f"unknown optimizer {name!r}; known: {', '.join(OPTIMIZERS)}",
                       field="optimizer")
+
+
+def epoch_lr(base: float, schedule: str, epoch: int, epochs: int) -> float:
+    """The learning rate of ``epoch`` (0-based) of ``epochs``: constant, or cosine-annealed
+    from ``base`` towards zero (half a cosine over the run, Loshchilov & Hutter's SGDR)."""
+    if schedule == "cosine" and epoch >= 0:
+        return base * 0.5 * (1 + math.cos(math.pi * min(epoch, epochs) / epochs))
+    return base

@@ -8,17 +8,19 @@ image and holds only file names, and the link carries compressed images, not flo
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
 import ray
 from numpy.typing import NDArray
 
-from edgewise.nn.workload import DIGITS, Workload, open_data
+from edgewise.nn.data import Dataset
+from edgewise.nn.workload import DIGITS, Workload, open_data, sample_shape, unpack
 from edgewise.nn.workload.sources import Split
-from edgewise.wire.frames import Codec, encode
+from edgewise.wire.frames import Codec, decode, encode
 
-__all__ = ["CHUNK_BYTES", "DataStore", "calibration_ids", "chunks"]
+__all__ = ["CHUNK_BYTES", "DataStore", "calibration_ids", "chunks", "read_frames"]
 
 #: Target size of one shipped chunk; far below the transport's 1 GiB decode limit, small
 #: enough that a chunk in flight costs little memory, large enough that framing is cheap.
@@ -95,3 +97,23 @@ class DataStore:
     def describe(self) -> dict[str, Any]:
         """The data's classes and sample shape (what the store opened)."""
         return {"classes": list(self.source.classes), "shape": list(self.source.shape)}
+
+
+def read_frames(frames: Iterable[bytes], workload: Workload) -> Dataset:
+    """The samples in data-store frames, decoded (images decoded here, at the receiver)."""
+    shape = sample_shape(workload) or ()
+    spec = workload.data
+    parts = []
+    for frame in frames:
+        decoded = decode(frame)
+        if spec is None or "blob" not in decoded.arrays:
+            arrays = decoded.arrays
+            parts.append(Dataset(np.asarray(arrays["x"], np.float32).copy(),
+                                 arrays["y"].astype(np.int64), arrays["ids"].astype(np.int64)))
+        else:
+            parts.append(unpack(decoded.arrays, decoded.meta, spec, shape))
+    if not parts:
+        return Dataset(np.zeros((0, *shape), np.float32), np.zeros(0, np.int64),
+                       np.zeros(0, np.int64))
+    return Dataset(np.concatenate([p.x for p in parts]), np.concatenate([p.y for p in parts]),
+                   np.concatenate([p.ids for p in parts]))

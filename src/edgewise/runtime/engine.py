@@ -43,6 +43,7 @@ from edgewise.runtime.pscheckpoint import with_statistics
 from edgewise.runtime.ray_cluster import RayRuntime
 from edgewise.runtime.readings import evaluate_beside, evaluate_epoch
 from edgewise.runtime.records import EpochRecord, Interruption, TrainResult, time_to_accuracy
+from edgewise.runtime.shards import finished
 from edgewise.runtime.shipping import Shipment, ship
 from edgewise.wire.frames import TransportError, decode
 
@@ -130,7 +131,8 @@ class _Job:
             epoch = self.done
             self.events("epoch_start", {"epoch": epoch, "workers": attempt.plan.workers})
             t0 = time.perf_counter()
-            ps_get(attempt, attempt.ps.begin_epoch.remote(epoch, list(attempt.workers)))
+            ps_get(attempt, [s.begin_epoch.remote(epoch, list(attempt.workers))
+                             for s in attempt.shards])
             futures = {w: h.run_epoch.remote(epoch) for w, h in attempt.workers.items()}
             stats = await_all(attempt, futures, self.config.heartbeat_s, self.events)
             self._read(attempt)  # the last epoch's evaluation, which ran beside this one
@@ -142,14 +144,15 @@ class _Job:
                                                         self.events)
             reading = evaluate_beside(attempt) if beside else None
             self._land(attempt)  # the last epoch's checkpoint, fetched while this one ran
-            out = ps_get(attempt, attempt.ps.finish_epoch.remote(
-                evaluate=False, statistics=measured.pop("statistics", None),
-                keep_checkpoint=True)) | measured
+            statistics = measured.pop("statistics", None)
+            out = finished(ps_get(attempt, [s.finish_epoch.remote(
+                evaluate=False, statistics=statistics, keep_checkpoint=True)
+                for s in attempt.shards])) | measured
             wall = time.perf_counter() - t0
             save: Callable[[int, bytes], Path | None] = partial(_save, self.checkpoint_dir)
             if reading is not None:  # saved once read (_land), with the statistics read with:
                 self.unread[epoch], save = None, _unsaved  # a saved epoch's accuracy is known
-            self.shipment = ship(attempt.ps, epoch, save)
+            self.shipment = ship(attempt.shards, epoch, save, self.config.compression)
             ids = decode(out["applied_ids"]).arrays["ids"].copy()
             record = EpochRecord(epoch, out["val_accuracy"], wall, len(ids) / wall,
                                  attempt.plan.workers, ids, stats, out.get("push_seconds", 0.0),

@@ -22,7 +22,7 @@ import torch
 
 from edgewise.errors import ConfigError
 from edgewise.nn.workload import TaskSpec, Workload, metric_hits
-from edgewise.runtime.trainstate import read_frames
+from edgewise.runtime.datastore import read_frames
 from edgewise.wire.frames import decode, encode, to_torch
 
 __all__ = ["EVAL_BATCH", "calibration_samples", "load_statistics", "recalibrate_bn",

@@ -11,21 +11,24 @@ import numpy as np
 import ray
 from ray.exceptions import RayActorError, RayError
 
-from edgewise.cluster.model import Link
 from edgewise.errors import ConfigError
 from edgewise.nn.workload import Workload
 from edgewise.runtime.balance import balanced_steps
 from edgewise.runtime.faults import progress_poll_s
+from edgewise.runtime.members import (
+    MemberSpec,
+    Server,
+    server_links,
+    start_ps,
+    start_servers,
+    start_worker,
+)
 from edgewise.runtime.memwatch import PROBE_TIMEOUT_S, SILENT_PROBE_S, MemoryWatch
 from edgewise.runtime.monitor import MONITOR_NAME, HealthMonitor
 from edgewise.runtime.plan import TrainConfig, TrainPlan
-from edgewise.runtime.ps import ParameterServer
 from edgewise.runtime.ray_cluster import RayRuntime
-from edgewise.runtime.staleness import Treatment
 from edgewise.runtime.vessel import HostedMember
-from edgewise.runtime.vessel_pool import release_members, spawn_member
-from edgewise.runtime.worker import Worker
-from edgewise.wire.frames import WireDtype
+from edgewise.runtime.vessel_pool import release_members
 
 __all__ = ["PS_PROBE_S", "Attempt", "Interrupted", "MemberSpec", "await_all",
            "evaluator_device", "launch",
@@ -56,6 +59,17 @@ class Attempt:
     evaluator: str = ""  # the worker device that measures each epoch's validation metric
     outstanding: list[Any] = field(default_factory=list)  # calls left running by a fault
     watch: Any = None  # the monitor's long poll for this attempt's dead (see await_all)
+    servers: list[Server] = field(default_factory=list)  # ps first, then any other shards
+
+    def __post_init__(self) -> None:
+        if not self.servers:
+            self.servers = [(self.plan.ps_device, self.ps_name, self.ps)]
+
+    @property
+    def shards(self) -> list[Any]:
+        """The handles of the run's parameter servers: the server, or its shards in order
+        (``runtime.shards``)."""
+        return [handle for _, _, handle in self.servers]
 
     def lost_reason(self, device: str, otherwise: str,
                     timeout_s: float = PROBE_TIMEOUT_S) -> str:
@@ -69,9 +83,9 @@ class Attempt:
         if self.closed:
             return
         self.closed = True
-        for member in (*self.names.values(), self.ps_name):
+        for member in (*self.names.values(), *(name for _, name, _ in self.servers)):
             self.monitor.unregister.remote(member)
-        release_members([*self.workers.values(), self.ps])
+        release_members([*self.workers.values(), *self.shards])
         settle(self.outstanding)
         self.outstanding = []
 
@@ -99,71 +113,6 @@ def monitor_handle(runtime: RayRuntime, heartbeat_s: float) -> Any:
     options = runtime.actor_options(device, 64, name=MONITOR_NAME)
     return HealthMonitor.options(**options, get_if_exists=True, lifetime="detached").remote(  # type: ignore[attr-defined]
         heartbeat_s)
-
-
-@dataclass(frozen=True, slots=True)
-class MemberSpec:
-    """How every member of a run (its parameter server and its workers) is built: the
-    workload (or a built-in model's name, trained on digits) and its seed, the optimiser
-    and its learning-rate schedule over ``epochs``, the transport's compression, the memory
-    reserved per actor and the heartbeat period."""
-
-    model: str | Workload
-    seed: int
-    optimizer: str
-    learning_rate: float
-    momentum: float
-    compression: str
-    memory_mb: int
-    heartbeat_s: float
-    lr_schedule: str = "constant"
-    epochs: int = 1
-    treatment: Treatment = field(default_factory=Treatment)
-    ps_transport: str = "socket"  # the workers' pushes and pulls (TrainConfig.ps_transport)
-    overlap: bool = False  # workers compute the next batch while the server answers
-    wire_dtype: WireDtype = "float32"  # weights and gradients on the wire (TrainConfig's)
-    sync_deltas: bool = False  # a sync run's narrowed replies as changes (runtime.syncdelta)
-
-    @staticmethod
-    def of(config: TrainConfig, workload: Workload | None = None) -> MemberSpec:
-        """The members of a training-engine run (``workload``: default the config's); the
-        ``async`` loop's server treats staleness with ``config.staleness``."""
-        treatment = Treatment(config.staleness if config.mode == "async" else "none")
-        return MemberSpec(workload or config.resolved_workload(), config.seed,
-                          config.optimizer, config.learning_rate, config.momentum,
-                          config.compression, config.worker_memory_mb, config.heartbeat_s,
-                          config.lr_schedule, config.epochs, treatment, config.ps_transport,
-                          config.overlap and config.mode == "async", config.wire,
-                          config.mode == "sync" and config.wire != "float32")
-
-
-def start_ps(runtime: RayRuntime, spec: MemberSpec, device: str, name: str,
-             validation: bytes | list[bytes], checkpoint: bytes | None = None,
-             calibration: list[bytes] | None = None) -> Any:
-    """A parameter server called ``name`` pinned to ``device``, restored from ``checkpoint``
-    when one is given (a new attempt, or a server moved to another device); ``calibration``:
-    a few training batches to re-estimate BatchNorm statistics on before each evaluation."""
-    options = runtime.member_options(device, spec.memory_mb, name)
-    return spawn_member(
-        ParameterServer, options, spec.model, spec.seed, spec.optimizer, spec.learning_rate,
-        spec.momentum, runtime.stretch[device], validation, checkpoint, spec.compression,
-        schedule=spec.lr_schedule, epochs=spec.epochs, treatment=spec.treatment,
-        calibration=calibration, transport=spec.ps_transport, wire_dtype=spec.wire_dtype,
-        sync_deltas=spec.sync_deltas)
-
-
-def start_worker(runtime: RayRuntime, spec: MemberSpec, device: str, name: str, *, ps: Any,
-                 ps_link: Link, store_link: Link, batch_size: int, monitor: Any,
-                 sync: bool, steps: int = 0) -> Any:
-    """A worker called ``name`` pinned to ``device``, talking to ``ps`` and to its data store
-    over the given (emulated) links; it loads its shard when told to. ``steps > 0``: it
-    makes that many steps an epoch (balanced synchronous steps)."""
-    options = runtime.member_options(device, spec.memory_mb, name)
-    return spawn_member(
-        Worker, options, name, device, spec.model, spec.seed, batch_size,
-        runtime.stretch[device], runtime.cluster.device(device).memory_mb, ps, ps_link,
-        store_link, monitor, spec.heartbeat_s, sync, spec.compression, steps,
-        spec.ps_transport, spec.overlap, spec.wire_dtype)
 
 
 def evaluator_device(runtime: RayRuntime, plan: TrainPlan) -> str:
@@ -199,13 +148,16 @@ def launch(runtime: RayRuntime, config: TrainConfig, plan: TrainPlan, job_id: st
     memory = MemoryWatch.start(runtime, [*plan.workers, plan.ps_device])
     # the server only checkpoints: the evaluating worker holds the validation set and the
     # calibration batches (evaluate_epoch), so the server decodes neither
-    ps = start_ps(runtime, spec, plan.ps_device, ps_name, [], checkpoint, None)
-    run = Attempt(plan, ps, ps_name, {}, monitor, memory=memory)
+    servers = start_servers(runtime, spec, plan, ps_name, config.ps_shards, checkpoint)
+    run = Attempt(plan, servers[0][2], ps_name, {}, monitor, memory=memory, servers=servers)
     for w in plan.workers:
         name = f"worker-{job_id}-{attempt}-{w}"
         run.names[w] = name
+        one = len(servers) == 1  # one server: its handle and link as they are
+        links = server_links(runtime, w, servers)
         run.workers[w] = start_worker(
-            runtime, spec, w, name, ps=ps, ps_link=runtime.transport_link(w, plan.ps_device),
+            runtime, spec, w, name, ps=run.ps if one else run.shards,
+            ps_link=links[0] if one else links,
             store_link=runtime.transport_link(w, plan.store_device),
             batch_size=batches[w], monitor=monitor, sync=config.mode == "sync", steps=steps)
     loads = {w: h.load_shard.remote(store, positions[w], chunk_samples)
@@ -250,7 +202,7 @@ def with_the_dead(run: Attempt, lost: list[tuple[str, str, str]]) -> list[tuple[
     member's; each member that died is its device's fault all the same, and struck."""
     seen = {name for _, name, _ in lost}
     others = [(d, run.names.get(d, d), h) for d, h in run.workers.items()]
-    others.append((run.plan.ps_device, run.ps_name, run.ps))
+    others.extend(run.servers)
     refs = {_alive_ref(h): (d, name) for d, name, h in others if name not in seen}
     if not refs:
         return lost
@@ -271,15 +223,17 @@ PS_PROBE_S = 30.0
 not the worker, is taken for lost (a loaded host answers in well under a second)."""
 
 
-def ps_get(run: Attempt, ref: Any, timeout_s: float | None = None) -> Any:
-    """``ray.get`` of a parameter-server call; a server that died (or does not answer within
-    ``timeout_s``) interrupts the attempt, with the server's device to strike."""
+def ps_get(run: Attempt, ref: Any, timeout_s: float | None = None, server: int = 0) -> Any:
+    """``ray.get`` of a parameter-server call (or of a list of them, one to each shard); a
+    server that died (or does not answer within ``timeout_s``) interrupts the attempt, with
+    the server's device to strike (``server``: which of the run's servers was asked; of a
+    list, every dead one is found by :func:`with_the_dead`)."""
     try:
         return ray.get(ref, timeout=timeout_s)
     except RayError as exc:
-        reason = run.lost_reason(run.plan.ps_device,
-                                 "parameter server lost: " + type(exc).__name__)
-        lost = with_the_dead(run, [(run.plan.ps_device, run.ps_name, reason)])
+        device, name, _ = run.servers[server]
+        reason = run.lost_reason(device, "parameter server lost: " + type(exc).__name__)
+        lost = with_the_dead(run, [(device, name, reason)])
         raise Interrupted(lost, time.time()) from None
 
 
@@ -291,8 +245,9 @@ def _watch(run: Attempt, heartbeat_s: float) -> Any:
     """The attempt's outstanding long poll for its dead members (one per attempt, kept
     across calls of :func:`await_all`; the last is left to time out in the monitor)."""
     if run.watch is None:  # the monitor keeps only these: the members and their devices' agents
-        run.watch = run.monitor.wait_dead.remote([*run.names.values(), run.ps_name],
-                                                 [*run.workers, run.plan.ps_device],
+        run.watch = run.monitor.wait_dead.remote([*run.names.values(),
+                                                  *(name for _, name, _ in run.servers)],
+                                                 [*run.workers, *(d for d, _, _ in run.servers)],
                                                  WATCH_PERIODS * heartbeat_s)
     return run.watch
 
@@ -328,8 +283,9 @@ def await_all(run: Attempt, futures: dict[str, Any], heartbeat_s: float,
                 reason = type(exc).__name__ + ": " + str(exc).splitlines()[0][:200]
                 if isinstance(cause, MemoryError):  # the worker's own check names its device
                     reason = f"out of memory: {str(cause)[:200]}"
-                # a worker fails too when the server it pushes to is gone: blame the server
-                ps_get(run, run.ps.progress.remote(), timeout_s=PS_PROBE_S)
+                # a worker fails too when a server it pushes to is gone: blame the server
+                for index, shard in enumerate(run.shards):
+                    ps_get(run, shard.progress.remote(), timeout_s=PS_PROBE_S, server=index)
                 reason = run.lost_reason(device, reason)
                 run.outstanding.extend(pending)
                 raise Interrupted(with_the_dead(run, [(device, member, reason)]),

@@ -76,6 +76,11 @@ class TrainConfig:
     """How workers push and pull every batch: over a TCP connection each to the server's
     data plane (``runtime.psplane``), or as Ray actor calls (about 20 times the server's CPU
     per exchange; for networks that let Ray's ports through and no other)."""
+    ps_shards: Literal["one", "workers"] = "one"
+    """Where the parameter server's state lives: on ``one`` device (the plan's server
+    device), or cut into ranges over the server's device and every worker's, each worker
+    exchanging each range with its shard (``workers``; the ``sync`` loop only, which takes
+    the same steps either way: ``runtime.shards``)."""
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -87,6 +92,13 @@ class TrainConfig:
                               "feedback; an asynchronous reply would be the weights in 8 bits",
                               field="wire_dtype")
         evaluation_named(self.evaluation, "evaluation")
+        if self.ps_shards not in ("one", "workers"):
+            raise ConfigError(f"must be one or workers, got {self.ps_shards!r}",
+                              field="ps_shards")
+        if self.ps_shards == "workers" and self.mode != "sync":
+            raise ConfigError("a sharded server needs the sync loop, whose shards take every "
+                              "step together; the async loop keeps one server",
+                              field="ps_shards")
         if self.ps_transport not in ("socket", "ray"):
             raise ConfigError(f"must be socket or ray, got {self.ps_transport!r}",
                               field="ps_transport")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import threading
 import time
 from concurrent.futures import Future
@@ -12,38 +11,31 @@ import numpy as np
 import ray
 import torch
 
-from edgewise.nn.models import make_optimizer
+from edgewise.nn.models import epoch_lr, make_optimizer
 from edgewise.nn.workload import Workload, build_model, builtin_workload
 from edgewise.runtime.asyncapply import StaleApplier
+from edgewise.runtime.datastore import read_frames
 from edgewise.runtime.emulation import emulated_compute
 from edgewise.runtime.evaluate import calibration_samples, load_statistics, validation_metric
 from edgewise.runtime.noise_scale import NoiseScale, adam_divisor, grad_sq
 from edgewise.runtime.pscheckpoint import checkpoint_frame, restore
 from edgewise.runtime.psplane import Endpoint
 from edgewise.runtime.psserve import PlaneServer
+from edgewise.runtime.shards import StepSquares
 from edgewise.runtime.staleness import Treatment
 from edgewise.runtime.syncdelta import SyncDeltas
-from edgewise.runtime.trainstate import FlatState, Frame, Pushed, mean_pushes, read_frames
+from edgewise.runtime.trainstate import FlatState, Frame, Pushed, mean_pushes
 from edgewise.wire.frames import WireDtype, encode
 
 __all__ = ["ParameterServer"]
-
-def epoch_lr(base: float, schedule: str, epoch: int, epochs: int) -> float:
-    """The learning rate of ``epoch`` (0-based) of ``epochs``: constant, or cosine-annealed
-    from ``base`` towards zero (half a cosine over the run, Loshchilov & Hutter's SGDR)."""
-    if schedule == "cosine" and epoch >= 0:
-        return base * 0.5 * (1 + math.cos(math.pi * min(epoch, epochs) / epochs))
-    return base
-
 
 def _stopped() -> RuntimeError:
     return RuntimeError("the parameter server stopped (its run was torn down)")
 
 
 def push_bound(model_bytes: int) -> int:
-    """The largest push the data plane reads: a gradients frame carries at most the model's
-    flat tensors (LZ4 may grow them by 0.4 %) and its samples' ids; twice that and 8 MiB
-    (a million ids) is room enough, and a bound."""
+    """The largest push the data plane reads: at most the model's flat tensors (LZ4 may grow
+    them by 0.4 %) and ids; twice that and 8 MiB (a million ids) is room, and a bound."""
     return 2 * model_bytes + (8 << 20)
 
 
@@ -62,14 +54,15 @@ class ParameterServer:
                  schedule: str = "constant", epochs: int = 1,
                  treatment: Treatment | None = None,
                  calibration: list[bytes] | None = None, transport: str = "socket",
-                 wire_dtype: WireDtype = "float32", sync_deltas: bool = False) -> None:
+                 wire_dtype: WireDtype = "float32", sync_deltas: bool = False,
+                 shard: tuple[int, int] = (0, 1)) -> None:
         torch.set_num_threads(1)
         self.base_lr, self.schedule, self.total_epochs = lr, schedule, max(epochs, 1)
         self.workload = builtin_workload(model) if isinstance(model, str) else model
         task = self.workload.task
         self.model = build_model(self.workload, seed=seed, num_classes=task.num_classes,
                                  input_shape=task.input_shape)
-        self.flat = FlatState(self.model, wire_dtype)
+        self.flat = FlatState(self.model, wire_dtype, shard)  # a shard: runtime.shards
         self.flat_params = self.flat.optimizer_parameters()
         self.opt = make_optimizer(optimizer, self.flat_params.values(), lr, momentum)
         self.stretch, self.compression = stretch, compression
@@ -93,6 +86,7 @@ class ParameterServer:
         self.push_seconds = 0.0  # time spent serving pushes this epoch (decode, step, encode)
         self.noise = NoiseScale()  # the sync loop's gradient noise scale, this epoch
         self.noise_adam = NoiseScale()  # the same of the Adam-preconditioned gradients
+        self.squares: list[StepSquares] = []  # the noise's squares, a shard's to pool
         self.step_done = self.pending_step = -1
         self.stopped = False
         self.kept: tuple[int, bytes] = (-1, b"")  # finish_epoch's checkpoint, if kept
@@ -165,6 +159,7 @@ class ParameterServer:
             self.push_seconds = 0.0
             self.noise.reset()
             self.noise_adam.reset()
+            self.squares = []
             self.applier.ledger.reset()
             self.clock = dict.fromkeys(workers, 0)
             self.active, self.pending = set(workers), {}
@@ -273,15 +268,25 @@ class ParameterServer:
         version = self.updates
         self.applier.ledger.step(version if p.base < 0 else min(p.base, version) for p in pushes)
         mean = mean_pushes(pushes)
-        self.noise.observe([(len(p.ids), grad_sq(p.flats)) for p in pushes], grad_sq(mean))
-        divisor = adam_divisor(self.opt, self.flat_params)  # before this step's update
-        if divisor is not None:
-            self.noise_adam.observe([(len(p.ids), grad_sq(p.flats, divisor)) for p in pushes],
-                                    grad_sq(mean, divisor))
+        self._observe_noise(pushes, mean)
         self._apply(mean)
         self.samples_this_epoch += total
         self.pending, self.step_done = {}, self.pending_step
         self._release()
+
+    def _observe_noise(self, pushes: list[Pushed], mean: dict[str, torch.Tensor]) -> None:
+        """The step's squared norms for the gradient noise scale (``runtime.noise_scale``);
+        a shard's are kept for the engine to pool (``runtime.shards.pooled_noise``)."""
+        plain = [(len(p.ids), grad_sq(p.flats)) for p in pushes]
+        self.noise.observe(plain, mean_sq := grad_sq(mean))
+        divisor = adam_divisor(self.opt, self.flat_params)  # before this step's update
+        adam: tuple[list[float] | None, float | None] = (None, None)
+        if divisor is not None:
+            adam = ([grad_sq(p.flats, divisor) for p in pushes], grad_sq(mean, divisor))
+            self.noise_adam.observe([(b, sq) for (b, _), sq in zip(plain, adam[0], strict=True)],
+                                    adam[1])
+        if self.flat.shard[1] > 1:
+            self.squares.append((plain, mean_sq, *adam))
 
     def _accuracy(self) -> float:
         """The workload's metric on the validation set (``runtime.evaluate``)."""
@@ -341,4 +346,5 @@ class ParameterServer:
                     "staleness_max": self.applier.ledger.max,
                     "noise_scale": self.noise.simple(),
                     "noise_scale_adam": self.noise_adam.simple(),
+                    "noise_squares": self.squares,
                     "validation_seconds": time.perf_counter() - t0}

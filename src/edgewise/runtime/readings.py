@@ -25,8 +25,9 @@ def evaluate_beside(run: Attempt) -> Any:
     epoch: the weights are taken before it begins (waited for where they are, not fetched
     here), and the evaluator reads them into a network of the evaluation's own; returns its
     result's ObjectRef (``Worker.evaluate``). A server that does not answer interrupts."""
-    weights = run.ps.weights.remote()
-    ready, _ = ray.wait([weights], fetch_local=False, timeout=PS_PROBE_S)
-    if not ready:
+    weights = [shard.weights.remote() for shard in run.shards]
+    ready, _ = ray.wait(weights, num_returns=len(weights), fetch_local=False,
+                        timeout=PS_PROBE_S)
+    if len(ready) < len(weights):
         ps_get(run, weights, timeout_s=0)
-    return run.workers[run.evaluator].evaluate.remote([weights])
+    return run.workers[run.evaluator].evaluate.remote(weights)

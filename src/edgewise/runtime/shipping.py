@@ -26,6 +26,9 @@ from typing import Any
 
 import ray
 
+from edgewise.runtime.pscheckpoint import merge_checkpoints
+from edgewise.wire.frames import Codec
+
 __all__ = ["Landed", "Shipment", "ship"]
 
 _POOL = ThreadPoolExecutor(max_workers=2, thread_name_prefix="checkpoint")
@@ -37,7 +40,7 @@ Landed = tuple[bytes, Path | None]
 
 @dataclass(frozen=True, slots=True)
 class Shipment:
-    """The checkpoint of ``epoch`` (0-based) being fetched: ``ref`` the server's call,
+    """The checkpoint of ``epoch`` (0-based) being fetched: ``ref`` the servers' calls,
     ``fetched`` the checkpoint once it has landed and been saved."""
 
     epoch: int
@@ -50,13 +53,15 @@ class Shipment:
         return self.fetched.result(timeout_s)
 
 
-def ship(ps: Any, epoch: int, save: Callable[[int, bytes], Path | None]) -> Shipment:
-    """Start fetching the checkpoint the server ``ps`` kept for ``epoch``; ``save(epoch,
+def ship(servers: list[Any], epoch: int, save: Callable[[int, bytes], Path | None],
+         compression: Codec = "lz4") -> Shipment:
+    """Start fetching the checkpoint the server kept for ``epoch`` (of each of its shards,
+    put together into one server's: ``pscheckpoint.merge_checkpoints``); ``save(epoch,
     frame)`` stores it the moment it lands (a manager killed meanwhile resumes from it)."""
-    ref = ps.kept_checkpoint.remote(epoch)
+    ref = [server.kept_checkpoint.remote(epoch) for server in servers]
 
     def fetch() -> Landed:
-        frame: bytes = ray.get(ref)
+        frame = merge_checkpoints(ray.get(ref), compression)
         return frame, save(epoch, frame)
 
     return Shipment(epoch, ref, _POOL.submit(fetch))

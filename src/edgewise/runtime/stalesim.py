@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from edgewise.nn.models import make_optimizer
+from edgewise.nn.models import epoch_lr, make_optimizer
 from edgewise.nn.workload import (
     Workload,
     build_model,
@@ -27,7 +27,6 @@ from edgewise.nn.workload import (
 )
 from edgewise.runtime.asyncapply import StaleApplier
 from edgewise.runtime.balance import epoch_batches
-from edgewise.runtime.ps import epoch_lr
 from edgewise.runtime.staleness import Treatment
 from edgewise.runtime.trainstate import FlatState
 

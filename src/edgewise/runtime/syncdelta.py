@@ -39,7 +39,8 @@ class SyncDeltas:
 
     def __init__(self, flat: FlatState, version: int) -> None:
         self.flat = flat
-        self.shadow = {k: v.clone() for k, v in flat.flats.items()
+        # a shard's (runtime.shards) range alone: the workers hold the others' from them
+        self.shadow = {k: flat.owned(k).clone() for k, v in flat.flats.items()
                        if k.startswith("p.") and v.dtype == torch.float32}
         self.version = version  # the server version the shadow stands for
 
@@ -53,7 +54,7 @@ class SyncDeltas:
         the buffers; the shadow takes the rounded change (what a synchronous reply returns)."""
         changes: dict[str, torch.Tensor] = {}
         for key, shadow in self.shadow.items():
-            sent = narrow(key, self.flat.flats[key] - shadow, self.flat.wire)
+            sent = narrow(key, self.flat.owned(key) - shadow, self.flat.wire)
             shadow.add_(widen(sent)[key])
             changes |= sent
         meta = {"updates": version, DELTA_FROM: self.version}

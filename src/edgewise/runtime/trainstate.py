@@ -35,9 +35,8 @@ import torch
 from numpy.typing import NDArray
 from torch import nn
 
-from edgewise.nn.data import Dataset
-from edgewise.nn.workload import Workload, sample_shape, unpack
 from edgewise.runtime.narrowing import SCALE_SUFFIX, narrow, widen
+from edgewise.runtime.shards import shard_range
 from edgewise.wire.frames import (
     WIRE_DTYPES,
     Codec,
@@ -49,7 +48,11 @@ from edgewise.wire.frames import (
     to_torch,
 )
 
-__all__ = ["FlatState", "Frame", "Pushed", "codec_for", "frame_view", "mean_pushes", "read_frames"]
+__all__ = ["OFFSETS", "FlatState", "Frame", "Pushed", "codec_for", "frame_view", "mean_pushes"]
+
+OFFSETS = "offsets"
+"""A frame's meta key for parameters that travel as a range (``runtime.shards``): where each
+flat tensor's range starts."""
 
 #: A transport frame as it travels between the server and a worker.
 Frame = bytes | NDArray[np.uint8]
@@ -108,9 +111,12 @@ class Pushed:
 
 
 class FlatState:
-    """A model's parameters, gradients and buffers in flat tensors (see the module doc)."""
+    """A model's parameters, gradients and buffers in flat tensors (see the module doc).
+    ``shard`` (index, count): a shard of a parameter server (``runtime.shards``) steps,
+    sends and reads only its range of each flat parameter tensor (:attr:`ranges`)."""
 
-    def __init__(self, model: nn.Module, wire_dtype: WireDtype = "float32") -> None:
+    def __init__(self, model: nn.Module, wire_dtype: WireDtype = "float32",
+                 shard: tuple[int, int] = (0, 1)) -> None:
         if wire_dtype not in WIRE_DTYPES:
             raise TransportError(f"wire dtype must be one of {', '.join(WIRE_DTYPES)}, "
                                  f"got {wire_dtype!r}")
@@ -124,6 +130,8 @@ class FlatState:
         for key, flat in list(self.flats.items()):
             if key.startswith("p."):
                 self.grads[key] = torch.zeros_like(flat)
+        self.shard = shard
+        self.ranges = {k: shard_range(g.numel(), *shard) for k, g in self.grads.items()}
         self._attach_grads()
         self.pulled = {k: v.clone() for k, v in self.flats.items() if k.startswith("b.")}
         self.residuals: dict[str, torch.Tensor] = {}  # a narrowed wire's error feedback
@@ -139,16 +147,30 @@ class FlatState:
             p.grad = self.grads[key][start : offsets[key]].view_as(p)
         self._grad_ptrs = [p.grad.data_ptr() for _, p in self.params if p.grad is not None]
 
+    def owned(self, key: str, tensor: torch.Tensor | None = None) -> torch.Tensor:
+        """This state's range of the flat ``key`` (all of it unless a shard), or of
+        ``tensor``, a tensor of its layout: a view."""
+        lo, hi = self.ranges[key]
+        return (self.flats[key] if tensor is None else tensor)[lo:hi]
+
+    def layout(self) -> dict[str, list[str]]:
+        """The parameters' names in each flat parameter tensor, in order."""
+        out: dict[str, list[str]] = {}
+        for name, p in self.params:
+            out.setdefault(_key("p", p.dtype), []).append(name)
+        return out
+
     def optimizer_parameters(self) -> dict[str, nn.Parameter]:
         """The flat parameters as Parameters (sharing storage, with the flat gradients), one
-        per dtype: an element-wise optimiser (Adam, SGD with momentum) stepping them updates
-        every parameter exactly as it would one by one, in a few large operations instead
-        of a few per parameter (0.7 ms instead of 6 ms for MobileNetV2 ×0.35's 314)."""
+        per dtype, a shard's range of them alone: an element-wise optimiser (Adam, SGD with
+        momentum) stepping them updates every parameter exactly as it would one by one, in
+        a few large operations instead of a few per parameter (0.7 ms instead of 6 ms for
+        MobileNetV2 ×0.35's 314)."""
         out = {}
         for key, flat in self.flats.items():
             if key.startswith("p.") and flat.is_floating_point():
-                out[key] = nn.Parameter(flat)
-                out[key].grad = self.grads[key]
+                out[key] = nn.Parameter(self.owned(key))
+                out[key].grad = self.owned(key, self.grads[key])
         return out
 
     def zero_grad(self) -> None:
@@ -180,7 +202,13 @@ class FlatState:
     def frame(self, tensors: Mapping[str, torch.Tensor], compression: Codec,
               meta: Mapping[str, Any], narrow: bool = True) -> bytes:
         """A frame of ``tensors`` (this model's flat tensors, or ones of their layout), the
-        float32 parameters' narrowed to the wire dtype with ``narrow``; LZ4 where it pays."""
+        float32 parameters' narrowed to the wire dtype with ``narrow``; LZ4 where it pays. A
+        shard sends its range of each whole flat parameter tensor, and says where it
+        starts."""
+        if self.shard[1] > 1:
+            tensors = {k: self.owned(k, v) if k in self.ranges and
+                       v.numel() == self.grads[k].numel() else v for k, v in tensors.items()}
+            meta = {**meta, OFFSETS: {k: lo for k, (lo, _) in self.ranges.items()}}
         tensors = self._narrowed(tensors) if narrow else dict(tensors)
         sizes = {k: int(v.numel()) for k, v in tensors.items() if k != "ids"}
         largest = max(tensors.values(), key=lambda t: t.numel() * t.element_size())
@@ -198,50 +226,78 @@ class FlatState:
                         base: int | None = None) -> bytes:
         """Gradients, the buffers' change since the last pull and the trained samples' ids
         (what a push sends); ``base``: the server version the weights came from."""
-        buffers = {k: self.flats[k] - pulled for k, pulled in self.pulled.items()}
-        meta = {} if base is None else {"base": int(base)}
-        return self.frame({**self._fed_back(), **buffers, "ids": torch.from_numpy(ids)},
-                          compression, meta, narrow=False)  # _fed_back narrowed them
+        return self.gradients_frames(ids, compression, base)[0]
 
-    def _fed_back(self) -> dict[str, torch.Tensor]:
-        """The gradients to push: as they are at float32; in a narrower wire dtype with
-        error feedback (Seide et al., 1-bit SGD, 2014; Karimireddy et al., EF-SGD, 2019):
-        the rounding the last push lost is added before rounding this one, and this one's
-        is kept for the next, so the server receives every gradient in full over time."""
+    def gradients_frames(self, ids: NDArray[np.int64], compression: Codec,
+                         base: int | None = None, shards: int = 1) -> list[bytes]:
+        """:meth:`gradients_frame` for each of ``shards`` servers (``runtime.shards``): each
+        carries its range of the gradients, where it starts, the buffers' change and ids."""
+        buffers = {k: self.flats[k] - pulled for k, pulled in self.pulled.items()}
+        frames = []
+        for index in range(shards):
+            bounds = {k: shard_range(g.numel(), index, shards) for k, g in self.grads.items()}
+            meta: dict[str, Any] = {} if base is None else {"base": int(base)}
+            if shards > 1:
+                meta[OFFSETS] = {k: lo for k, (lo, _) in bounds.items()}
+            frames.append(self.frame({**self._fed_back(bounds), **buffers,
+                                      "ids": torch.from_numpy(ids)},
+                                     compression, meta, narrow=False))  # _fed_back narrowed
+        return frames
+
+    def _fed_back(self, bounds: Mapping[str, tuple[int, int]]) -> dict[str, torch.Tensor]:
+        """The gradients to push, each flat tensor's range in ``bounds``: as they are at
+        float32; in a narrower wire dtype with error feedback (Seide et al., 1-bit SGD,
+        2014; Karimireddy et al., EF-SGD, 2019): the rounding the last push lost is added
+        before rounding this one, and this one's is kept for the next, so the server
+        receives every gradient in full over time."""
         if self.wire == "float32":
-            return self.grads
+            return {k: g[slice(*bounds[k])] for k, g in self.grads.items()}
         out = {}
         for key, grad in self.grads.items():
+            lo, hi = bounds[key]
             if grad.dtype != torch.float32:
-                out[key] = grad
+                out[key] = grad[lo:hi]
                 continue
-            residual = self.residuals.setdefault(key, torch.zeros_like(grad))
-            residual.add_(grad)
+            residual = self.residuals.setdefault(key, torch.zeros_like(grad))[lo:hi]
+            residual.add_(grad[lo:hi])
             sent = narrow(key, residual, self.wire)
             residual.sub_(widen(sent)[key])
             out |= sent
         return out
 
-    def _check(self, decoded: Decoded, keys: Iterable[str]) -> None:
+    def _span(self, decoded: Decoded, key: str) -> tuple[int, int]:
+        """Where the frame's ``key`` goes in this state's flat tensor: all of it, or the
+        range its meta's offsets say (a shard's, which must be this shard's own if this
+        state is one); TransportError for a frame that does not fit this model's layout."""
+        array = decoded.arrays.get(key)
+        want = self.grads.get(key) if key.startswith("p.") else self.flats.get(key)
         sizes = decoded.meta.get("sizes", {})
-        for key in keys:
-            array = decoded.arrays.get(key)
-            want = (self.grads.get(key) if key.startswith("p.") else self.flats[key])
-            if array is None or want is None or array.size != want.numel() or \
-                    sizes.get(key) != array.size:
-                raise TransportError(f"frame's {key} does not match this model's layout")
+        if array is None or want is None or sizes.get(key) != array.size:
+            raise TransportError(f"frame's {key} does not match this model's layout")
+        offsets = decoded.meta.get(OFFSETS, {})
+        lo = int(offsets.get(key, 0)) if key in self.ranges else 0
+        span = (lo, lo + array.size)
+        expected = self.ranges[key] if key in self.ranges and self.shard[1] > 1 else None
+        if span[1] > want.numel() or (expected is not None and span != expected) or \
+                (key not in offsets and array.size != want.numel()):
+            raise TransportError(f"frame's {key} does not match this model's layout")
+        return span
+
+    def _check(self, decoded: Decoded, keys: Iterable[str]) -> dict[str, tuple[int, int]]:
+        return {key: self._span(decoded, key) for key in keys}
 
     def load_weights(self, frame: Frame | Decoded, *, change: bool = False) -> None:
         """Copy a weights frame into the model, in place (one copy per flat tensor); with
         ``change``, add its floating parameters instead (``runtime.syncdelta``)."""
         decoded = frame if isinstance(frame, Decoded) else decode(frame_view(frame))
-        self._check(decoded, self.flats)
+        spans = self._check(decoded, self.flats)
         keys = [*self.flats, *(k + SCALE_SUFFIX for k in self.flats
                                if k + SCALE_SUFFIX in decoded.arrays)]
         owned = widen(to_torch(Decoded({k: decoded.arrays[k] for k in keys}, decoded.dtypes,
                                        decoded.meta)))
         with torch.no_grad():
-            for key, flat in self.flats.items():
+            for key, whole in self.flats.items():
+                flat = whole[slice(*spans[key])]
                 if change and key.startswith("p.") and flat.is_floating_point():
                     flat.add_(owned[key])
                 else:
@@ -264,7 +320,7 @@ class FlatState:
         with torch.no_grad():
             for key, flat in flats.items():
                 if key.startswith("p."):
-                    self.grads[key].copy_(flat)
+                    self.owned(key, self.grads[key]).copy_(flat)
                 else:
                     self.flats[key].add_(flat)
 
@@ -289,23 +345,3 @@ def mean_pushes(pushes: Sequence[Pushed]) -> dict[str, torch.Tensor]:
         else:
             out[key] = torch.stack(values).max(0).values
     return out
-
-
-def read_frames(frames: Iterable[bytes], workload: Workload) -> Dataset:
-    """The samples in data-store frames, decoded (images decoded here, at the receiver)."""
-    shape = sample_shape(workload) or ()
-    spec = workload.data
-    parts = []
-    for frame in frames:
-        decoded = decode(frame)
-        if spec is None or "blob" not in decoded.arrays:
-            arrays = decoded.arrays
-            parts.append(Dataset(np.asarray(arrays["x"], np.float32).copy(),
-                                 arrays["y"].astype(np.int64), arrays["ids"].astype(np.int64)))
-        else:
-            parts.append(unpack(decoded.arrays, decoded.meta, spec, shape))
-    if not parts:
-        return Dataset(np.zeros((0, *shape), np.float32), np.zeros(0, np.int64),
-                       np.zeros(0, np.int64))
-    return Dataset(np.concatenate([p.x for p in parts]), np.concatenate([p.y for p in parts]),
-                   np.concatenate([p.ids for p in parts]))

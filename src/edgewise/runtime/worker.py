@@ -17,15 +17,15 @@ import torch
 from edgewise.cluster.model import Link
 from edgewise.nn.workload import Workload, build_network, builtin_workload, loss
 from edgewise.runtime.balance import epoch_batches
-from edgewise.runtime.datastore import chunks
+from edgewise.runtime.datastore import chunks, read_frames
 from edgewise.runtime.emulation import emulated_compute
 from edgewise.runtime.evaluate import calibration_samples, statistics_frame, validation_metric
 from edgewise.runtime.heartbeat import Heartbeat
 from edgewise.runtime.idle import idle_executor
-from edgewise.runtime.psplane import LEAVE, PULL, PUSH_ASYNC, PUSH_SYNC, PlaneClient, connect
+from edgewise.runtime.psclient import Servers
 from edgewise.runtime.shaping import ByteCounter, ShapedLink
 from edgewise.runtime.syncdelta import check_delta
-from edgewise.runtime.trainstate import FlatState, Frame, frame_view, read_frames
+from edgewise.runtime.trainstate import FlatState, Frame, frame_view
 from edgewise.runtime.transport import carry
 from edgewise.wire.frames import WireDtype, decode
 
@@ -43,10 +43,11 @@ def _name_seed(name: str) -> int:
 class Worker:
     """One data-parallel worker pinned to an (emulated) device. ``model`` is a workload (or a
     built-in model name, trained on digits); the worker builds its network without weights,
-    since it pulls them from the parameter server before its first batch."""
+    since it pulls them from the parameter server before its first batch. ``ps`` is the
+    server, or its shards in order (``runtime.shards``), with a link to each."""
 
     def __init__(self, name: str, device: str, model: str | Workload, seed: int, batch_size: int,
-                 stretch: float, memory_cap_mb: int, ps: Any, ps_link: Link,
+                 stretch: float, memory_cap_mb: int, ps: Any, ps_link: Link | list[Link],
                  store_link: Link, monitor: Any, heartbeat_s: float, sync: bool,
                  compression: str = "lz4", steps: int = 0, transport: str = "socket",
                  overlap: bool = False, wire_dtype: WireDtype = "float32") -> None:
@@ -56,9 +57,11 @@ class Worker:
         # computes the next batch while the server answers this one (MemberSpec.of sets it
         # for the ``async`` loop alone)
         self.overlap = overlap
-        self.ps, self.compression = ps, compression
-        self.transport = transport  # "socket": runtime.psplane; "ray": an actor call a batch
-        self.plane: PlaneClient | None = None
+        self.compression = compression
+        # "socket": runtime.psplane; "ray": an actor call a batch
+        self.servers = Servers(ps if isinstance(ps, list) else [ps],
+                               ps_link if isinstance(ps_link, list) else [ps_link],
+                               device, name, transport, sync)
         self.steps = steps  # > 0: this many batches an epoch, the shard split evenly
         self.version = 0  # the server version of the weights this worker holds
         self.workload = builtin_workload(model) if isinstance(model, str) else model
@@ -66,8 +69,7 @@ class Worker:
         self.model = build_network(self.workload, seed=seed, num_classes=task.num_classes,
                                    input_shape=task.input_shape).train()
         self.flat = FlatState(self.model, wire_dtype)
-        self.ps_link, self.store_link = ShapedLink(ps_link), ShapedLink(store_link)
-        self.ps_peer = ps_link.b if ps_link.a == device else ps_link.a
+        self.store_link = ShapedLink(store_link)
         self.counter = ByteCounter()  # both directions
         self.received = ByteCounter()  # the server's replies and pulls alone
         self.process = psutil.Process(os.getpid())
@@ -94,13 +96,17 @@ class Worker:
         self.ids = data.ids
         return sum(len(f) for f in frames)
 
-    def _load_weights(self, frame: Frame) -> None:
-        decoded = decode(frame_view(frame))
-        raw = sum(a.nbytes for a in decoded.arrays.values())
-        carry(self.ps_link, len(frame), self.counter, raw_bytes=raw)
-        self.received.record(self.ps_link.key, raw_bytes=raw, wire_bytes=len(frame))
-        self.flat.load_weights(decoded, change=check_delta(decoded.meta, self.version))
-        self.version = int(decoded.meta.get("updates", 0))
+    def _load_weights(self, frames: list[Frame]) -> None:
+        """Load every server's reply (a shard's: its range), then hold their version."""
+        meta: dict[str, Any] = {}
+        for frame, link in zip(frames, self.servers.links, strict=True):
+            decoded = decode(frame_view(frame))
+            raw = sum(a.nbytes for a in decoded.arrays.values())
+            carry(link, len(frame), self.counter, raw_bytes=raw)
+            self.received.record(link.key, raw_bytes=raw, wire_bytes=len(frame))
+            self.flat.load_weights(decoded, change=check_delta(decoded.meta, self.version))
+            meta = decoded.meta
+        self.version = int(meta.get("updates", 0))
 
     def _gradients(self, index: np.ndarray) -> None:
         with emulated_compute(self.stretch):
@@ -109,56 +115,17 @@ class Worker:
             value.backward()  # type: ignore[no-untyped-call]
             self.flat.check_grads()
 
-    def _plane(self) -> PlaneClient | None:
-        """The connection to the server's data plane, made on first use; None where the
-        pushes go as Ray calls (``transport="ray"``, a server that opened no port, or one
-        whose port this worker cannot reach: a firewall that lets only Ray's ports through
-        slows training down, it does not stop it)."""
-        if self.plane is None and self.transport == "socket":
-            self.plane = connect(ray.get(self.ps.plane_endpoint.remote()), self.device,
-                                 self.name)
-            if self.plane is None:
-                self.transport = "ray"
-        return self.plane
-
-    def _pull(self) -> Frame:
-        plane = self._plane()
-        if plane is not None:
-            return plane.call(PULL)
-        frame: Frame = ray.get(self.ps.pull.remote(self.device))
-        return frame
-
-    def _leave(self) -> None:
-        plane = self._plane()
-        if plane is not None:
-            plane.call(LEAVE)
-        else:
-            ray.get(self.ps.leave.remote(self.device))
-
-    def _reply(self, sent: Any) -> Frame:
-        """The server's reply to the push just sent: read from the data plane, or the Ray
-        call's result."""
-        plane = self._plane()
-        if plane is not None:
-            return plane.receive()
-        frame: Frame = ray.get(sent)
-        return frame
-
     def _push(self, step: int, index: np.ndarray) -> Any:
-        """Send this batch's gradients, buffers and sample ids; the Ray call's object ref
-        (None over the data plane, whose reply :meth:`_reply` reads)."""
+        """Send this batch's gradients, buffers and sample ids (to each shard its range);
+        the Ray calls' refs (None over the data plane, whose replies ``servers`` reads)."""
         ids = self.ids[index]
-        frame = self.flat.gradients_frame(ids, self.compression,  # type: ignore[arg-type]
-                                          base=self.version)
-        carry(self.ps_link, len(frame), self.counter, raw_bytes=self.flat.nbytes + ids.nbytes)
-        array = np.frombuffer(frame, np.uint8)  # Ray passes arrays without a bytes copy
-        plane = self._plane()
-        if plane is not None:
-            plane.send(PUSH_SYNC if self.sync else PUSH_ASYNC, step, array)
-            return None
-        if self.sync:
-            return self.ps.push_sync.remote(self.device, step, array)
-        return self.ps.push_async.remote(array, self.device)
+        frames = self.flat.gradients_frames(ids, self.compression,  # type: ignore[arg-type]
+                                            base=self.version, shards=self.servers.count)
+        raw, wire = self.flat.nbytes + ids.nbytes, sum(len(f) for f in frames)
+        for frame, link in zip(frames, self.servers.links, strict=True):
+            carry(link, len(frame), self.counter, raw_bytes=raw * len(frame) // max(wire, 1))
+        # Ray passes arrays without a bytes copy
+        return self.servers.push(step, [np.frombuffer(f, np.uint8) for f in frames])
 
     def _check_memory(self) -> None:
         rss_mb = self.process.memory_info().rss / 2**20
@@ -181,7 +148,7 @@ class Worker:
         torch.manual_seed(int(rng.integers(1 << 62)))
         wall0 = time.perf_counter()
         spent = dict.fromkeys(("compute", "update", "encode", "wait", "load"), 0.0)
-        self._load_weights(self._pull())
+        self._load_weights(self.servers.pull())
         batches = epoch_batches(order, self.batch, self.steps)
         pending, reply = False, None  # overlap: the last push, its reply not yet read
         for step, index in enumerate(batches):
@@ -189,13 +156,13 @@ class Worker:
             t0 = time.perf_counter()
             self._gradients(index)
             t1 = time.perf_counter()
-            frame = self._reply(reply) if pending else None
+            frame = self.servers.replies(reply) if pending else None
             t2 = time.perf_counter()
             reply = self._push(step, index)  # based on the weights the gradients used
             t3 = time.perf_counter()
             pending = self.overlap
             if not pending:
-                frame = self._reply(reply)
+                frame = self.servers.replies(reply)
             t4 = time.perf_counter()
             if frame is not None:
                 self._load_weights(frame)
@@ -206,8 +173,8 @@ class Worker:
             if step % _RSS_CHECK_EVERY == 0:
                 self._check_memory()
         if pending:
-            self._load_weights(self._reply(reply))
-        self._leave()  # sync steps and SSP stop waiting for it
+            self._load_weights(self.servers.replies(reply))
+        self.servers.leave()  # sync steps and SSP stop waiting for it
         n, count = len(order), max(len(batches), 1)
         return {"samples": float(n), "steps": float(len(batches)),
                 "wall_seconds": time.perf_counter() - wall0,
@@ -234,26 +201,28 @@ class Worker:
         speed (``runtime.evaluate``), the seconds it took with the transfer, and the
         BatchNorm statistics it was measured with (for the epoch's checkpoint). Without
         ``weights``: the server's current weights, read into this worker's own model (its
-        next epoch pulls them anew). With ``weights``, one ObjectRef of a weights frame (in a
-        list, so that this call fetches it and times the transfer): those weights, read into
+        next epoch pulls them anew). With ``weights``, the ObjectRefs of the server's weights
+        frame, or of each shard's (in a list, so that this call fetches them and times the
+        transfer): those weights, read into
         a model of the evaluation's own, so that this worker's next epoch can train
         meanwhile (``TrainConfig.evaluation`` ``beside``)."""
         if self.val is None:
             raise RuntimeError(f"{self.name} is not the run's evaluator")
         if weights is None:
-            return self._evaluate(self.ps.weights.remote(), self.flat, self.val)
+            return self._evaluate(self.servers.weights(), self.flat, self.val)
         if self.beside is None:
             raise RuntimeError(f"{self.name} was not made to read beside (set_evaluation)")
-        return self.beside.submit(self._evaluate, weights[0], self._evaluation_state(),
+        return self.beside.submit(self._evaluate, weights, self._evaluation_state(),
                                   self.val).result()
 
-    def _evaluate(self, ref: Any, flat: FlatState, val: Validation) -> dict[str, Any]:
+    def _evaluate(self, refs: list[Any], flat: FlatState, val: Validation) -> dict[str, Any]:
         t0 = time.perf_counter()
-        frame = ray.get(ref)
-        decoded = decode(frame_view(frame))
-        carry(self.ps_link, len(frame), self.counter,
-              raw_bytes=sum(a.nbytes for a in decoded.arrays.values()))
-        flat.load_weights(decoded)
+        for ref, link in zip(refs, self.servers.links, strict=True):
+            frame = ray.get(ref)
+            decoded = decode(frame_view(frame))
+            carry(link, len(frame), self.counter,
+                  raw_bytes=sum(a.nbytes for a in decoded.arrays.values()))
+            flat.load_weights(decoded)
         with emulated_compute(self.stretch):
             metric = validation_metric(flat.model, self.workload.task, *val)
         return {"val_accuracy": metric, "validation_seconds": time.perf_counter() - t0,
@@ -272,11 +241,7 @@ class Worker:
 
     def _obey(self) -> None:
         """Freeze while the device is stalled; cut or restore the link to the server."""
-        cut = self.hb.obey()
-        if (self.device, self.ps_peer) in cut or (self.ps_peer, self.device) in cut:
-            self.ps_link.cut()
-        else:
-            self.ps_link.restore()
+        self.servers.obey(self.hb.obey())
 
     def bytes_sent(self) -> dict[str, int]:
         """Raw and on-the-wire bytes this worker sent and received, in total, and the wire
@@ -290,5 +255,4 @@ class Worker:
         self.hb.stop()
         if self.beside is not None:
             self.beside.shutdown(wait=False)
-        if self.plane is not None:
-            self.plane.close()
+        self.servers.close()

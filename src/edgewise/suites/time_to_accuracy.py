@@ -200,11 +200,14 @@ def real(ctx: BenchContext) -> Figures:
     repeats = 1 if ctx.quick else int(ctx.option("repeats"))
     wire = wire_dtype_named(str(ctx.option("wire_dtype")), "--wire-dtype")
     evaluation = evaluation_named(str(ctx.option("evaluation")), "--evaluation")
+    shards = str(ctx.option("ps_shards"))
+    if shards not in ("one", "workers"):
+        raise ConfigError(f"must be one or workers, got {shards!r}", field="--ps-shards")
     failed: dict[str, str] = {}
     with tempfile.TemporaryDirectory(prefix="edgewise-tta-") as tmp:
         spec = shapes_setup(Path(tmp), per_class, ctx.seed)  # one data set, seeds per run
         setups = [TTASetup(spec, epochs, ctx.seed + r, target, wire_dtype=wire,
-                           evaluation=evaluation) for r in range(repeats)]
+                           evaluation=evaluation, ps_shards=shards) for r in range(repeats)]
         with ctx.timings.timed("arms_seconds"), clusters.up(RACE_CLUSTER, 0.0) as (runtime, ifname):
             runs = _arms(setups, ctx, runtime, ifname, set(arms), failed)
     figures: dict[str, Any] = figures_of(runs, target)
@@ -228,7 +231,7 @@ def real(ctx: BenchContext) -> Figures:
             "time_dilation": clusters.dilation[race],
             "scaling_time_dilation": clusters.dilation.get(SCALING_CLUSTER.removesuffix(".yaml")),
             "epochs": epochs, "per_class": per_class, "target": target, "arms": arms,
-            "wire_dtype": wire, "evaluation": evaluation,
+            "wire_dtype": wire, "evaluation": evaluation, "ps_shards": shards,
             "seeds": [s.seed for s in setups]}
 
 
@@ -279,6 +282,9 @@ SPEC = BenchSpec(
              BenchOption("wire_dtype", "auto", "what the engine's arms send weights and "
                          "gradients as: float32, bfloat16, float16, or auto (bfloat16 for "
                          "the sync arms, float32 for the async ones)", kind="str"),
+             BenchOption("ps_shards", "one", "the engine's sync arms' parameter server: one, "
+                         "on the plan's server device, or workers: cut into ranges over it "
+                         "and every worker's device", kind="str"),
              BenchOption("evaluation", DEFAULT_EVALUATION, "when the engine's arms read an "
                          "epoch: after (in its time) or beside (while the next trains; a "
                          "reading counts when known)", kind="str"),

@@ -129,11 +129,11 @@ def _loop(config: dict[str, Any], rank: int, world: int, wrap: Any,
     ``device`` is the rank's (default: ``_rank_device``)."""
     import torch
 
+    from edgewise.nn.models import epoch_lr
     from edgewise.nn.workload import build_model, loss
     from edgewise.runtime.datastore import calibration_ids
     from edgewise.runtime.emulation import emulated_compute
     from edgewise.runtime.engine import CALIBRATION_SAMPLES
-    from edgewise.runtime.ps import epoch_lr
 
     torch.set_num_threads(1)
     device = device or _rank_device(config, rank)
