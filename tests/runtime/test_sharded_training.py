@@ -47,8 +47,7 @@ def _checkpoint(result: TrainResult) -> dict[str, torch.Tensor]:
 
 def test_a_sharded_server_takes_the_steps_of_one(runtime: RayRuntime, tmp_path: Path) -> None:
     """Two epochs of balanced synchronous steps on unequal shards (bfloat16 on the wire, its
-    replies as changes), with one server and with a shard on the server's device and on each
-    worker's: the same accuracies, each sample once, and the same checkpoint bit for bit
+    replies as changes), with one server and with a shard on each worker's device: the same accuracies, each sample once, and the same checkpoint bit for bit
     (the shards' put together); the gradient noise scale pooled over the shards is one
     server's up to the order of the float sums."""
     plan = _unequal(runtime)
@@ -72,11 +71,11 @@ def test_a_killed_shard_is_its_devices_fault_and_loses_no_sample(
     """The shard on the last worker device killed in epoch 1: the attempt is interrupted,
     that device (not the server's) is struck, and the job goes on from the last checkpoint
     with every epoch training each sample once."""
-    hook = _KillServerMidEpoch({1: "ps-"})  # the last of the run's servers by name: -s3
+    hook = _KillServerMidEpoch({1: "ps-"})  # the last of the run's servers by name: -s2
     plan = _unequal(runtime)
     result = train(runtime, _config(mode="sync", epochs=3, ps_shards="workers"), plan,
                    events=hook, ledger=StrikeLedger(tmp_path / "strikes.json"))
-    assert hook.killed[1].endswith("-s3")
+    assert hook.killed[1].endswith("-s2")
     assert [r.epoch for r in result.epochs] == [0, 1, 2]
     _assert_each_sample_once(result)
     first = result.interruptions[0]

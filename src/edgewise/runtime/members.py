@@ -93,10 +93,12 @@ Server = tuple[str, str, Any]
 
 def server_devices(plan: TrainPlan, shards: str) -> list[str]:
     """Where a run's servers go, in shard order: the plan's server device alone (``one``),
-    or it and then every worker device (``workers``: ``runtime.shards``)."""
+    or one shard on each worker device (``workers``: ``runtime.shards``), as BytePS puts
+    a server on every worker machine; the plan's server device then holds none (on the
+    Deep-Edge testbed a Raspberry Pi, the slowest device, whose shard would finish last)."""
     if shards == "one":
         return [plan.ps_device]
-    return [plan.ps_device, *(w for w in plan.workers if w != plan.ps_device)]
+    return list(plan.workers)
 
 
 def start_servers(runtime: RayRuntime, spec: MemberSpec, plan: TrainPlan, name: str,

@@ -78,9 +78,9 @@ class TrainConfig:
     per exchange; for networks that let Ray's ports through and no other)."""
     ps_shards: Literal["one", "workers"] = "one"
     """Where the parameter server's state lives: on ``one`` device (the plan's server
-    device), or cut into ranges over the server's device and every worker's, each worker
-    exchanging each range with its shard (``workers``; the ``sync`` loop only, which takes
-    the same steps either way: ``runtime.shards``)."""
+    device), or cut into ranges, one on each worker's device, each worker exchanging each
+    range with its shard (``workers``; the ``sync`` loop only, which takes the same steps
+    either way: ``runtime.shards``)."""
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:

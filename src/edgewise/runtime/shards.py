@@ -6,10 +6,11 @@ on the Deep-Edge testbed all of a synchronous step's bytes cross the Raspberry P
 step (docs/workloads.md, "Where an engine step goes"). The parameter server of Li et al.
 (OSDI 2014) partitions its keys over several servers; BytePS (Jiang et al., OSDI 2020) runs
 a server on every worker machine. ``TrainConfig.ps_shards`` ``"workers"`` does both: the
-flat parameters are cut into contiguous ranges, one server holds each, on the server's
-device and on each worker's, and each worker sends each server its range of the gradients
-and reads back that range of the weights. Each port then carries about ``2 × (n-1)/n`` of
-one model's bytes a step, whatever the number of workers.
+flat parameters are cut into contiguous ranges, one server holds each, on each worker's
+device, and each worker sends each server its range of the gradients and reads back that
+range of the weights. Each port then carries about ``2 × (n-1)/n`` of one model's bytes a
+step, whatever the number ``n`` of workers, and the range on the worker's own device
+crosses no link.
 
 Every optimiser this engine uses is element-wise (Adam, SGD with momentum), and a
 synchronous step's mean, its BatchNorm buffers and its wire narrowing are too, so the
