@@ -167,9 +167,11 @@ def test_join_lines_are_not_wrapped_when_piped(monkeypatch: pytest.MonkeyPatch) 
         (["--wire-dtype", "int4"], "--wire-dtype"),
         (["--mode", "async", "--wire-dtype", "int8"], "int8 needs the sync loop"),
         (["--evaluation", "during"], "--evaluation"),
+        (["--ps-shards", "all"], "--ps-shards"),
+        (["--mode", "async", "--ps-shards", "workers"], "a sharded server needs the sync loop"),
     ],
     ids=["kill-syntax", "kill-unknown-device", "mode", "wire-dtype", "int8-async",
-         "evaluation"],
+         "evaluation", "ps-shards", "shards-async"],
 )
 def test_train_rejects_bad_options_before_starting_ray(
     monkeypatch: pytest.MonkeyPatch, args: list[str], words: str

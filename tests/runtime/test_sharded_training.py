@@ -47,9 +47,10 @@ def _checkpoint(result: TrainResult) -> dict[str, torch.Tensor]:
 
 def test_a_sharded_server_takes_the_steps_of_one(runtime: RayRuntime, tmp_path: Path) -> None:
     """Two epochs of balanced synchronous steps on unequal shards (bfloat16 on the wire, its
-    replies as changes), with one server and with a shard on each worker's device: the same accuracies, each sample once, and the same checkpoint bit for bit
-    (the shards' put together); the gradient noise scale pooled over the shards is one
-    server's up to the order of the float sums."""
+    replies as changes), with one server and with a shard on each worker's device: the same
+    accuracies, each sample once, and the same checkpoint bit for bit (the shards' put
+    together); the gradient noise scale pooled over the shards is one server's up to the
+    order of the float sums."""
     plan = _unequal(runtime)
     runs = {shards: train(runtime, _quiet(mode="sync", epochs=2, ps_shards=shards), plan,
                           checkpoint_dir=tmp_path / shards) for shards in ("one", "workers")}

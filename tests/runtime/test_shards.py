@@ -206,5 +206,9 @@ def test_only_the_sync_loop_shards_its_server() -> None:
     assert TrainConfig(mode="sync", ps_shards="workers").ps_shards == "workers"
     with pytest.raises(ConfigError, match="sync loop"):
         TrainConfig(mode="async", ps_shards="workers")
-    with pytest.raises(ConfigError, match="one or workers"):
+    with pytest.raises(ConfigError, match="auto, one or workers"):
         TrainConfig(mode="sync", ps_shards="all")  # type: ignore[arg-type]
+    # auto: sharded for the sync loop, one server for the others
+    assert TrainConfig(mode="sync").shards == "workers"
+    assert TrainConfig(mode="async").shards == "one"
+    assert TrainConfig(mode="sync", ps_shards="one").shards == "one"

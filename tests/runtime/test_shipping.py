@@ -104,7 +104,8 @@ def test_a_server_killed_as_its_checkpoint_leaves_loses_no_epoch(
     checkpoint was lost ran again, and every epoch that counts has its checkpoint."""
     hook = _KillServerAtEpochEnd(1)
     plan = equal_plan(runtime.cluster, len(TRAIN_IDS))
-    result = train(runtime, TrainConfig(epochs=3, heartbeat_s=0.5, mode="sync"), plan,
+    result = train(runtime, TrainConfig(epochs=3, heartbeat_s=0.5, mode="sync",
+                                        ps_shards="one"), plan,
                    events=hook, ledger=StrikeLedger(tmp_path / "strikes.json"),
                    checkpoint_dir=tmp_path / "checkpoints")
     assert hook.killed

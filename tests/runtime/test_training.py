@@ -284,7 +284,7 @@ def test_a_killed_data_store_then_server_lose_no_sample(runtime: RayRuntime,
     last checkpoint. Every epoch trains each sample once."""
     hook = _KillServerMidEpoch({1: "store-", 2: "ps-"})
     plan = equal_plan(runtime.cluster, len(TRAIN_IDS))
-    result = train(runtime, _config(epochs=3), plan, events=hook,
+    result = train(runtime, _config(epochs=3, ps_shards="one"), plan, events=hook,
                    ledger=StrikeLedger(tmp_path / "strikes.json"))
     assert hook.killed[1].startswith("store-") and hook.killed[2].startswith("ps-")
     assert [r.epoch for r in result.epochs] == [0, 1, 2]

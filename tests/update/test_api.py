@@ -356,6 +356,26 @@ def test_the_launcher_passes_the_wire_dtype_to_the_job_and_refuses_others() -> N
             schema(shards={"nano-0": 100}, mode="async", wire_dtype="int8")  # type: ignore[call-arg]
 
 
+def test_the_launcher_passes_where_the_server_lives_to_the_job_and_refuses_others() -> None:
+    """A launch's ``ps_shards`` reaches the job's spec; both default to the engine's (auto);
+    a sharded server is the sync loop's alone, and a value not auto, one or workers is
+    refused."""
+    from pydantic import ValidationError
+
+    from edgewise.runtime.plan import TrainConfig
+    from edgewise.update.api import _job_spec
+    from edgewise.update.api_schemas import LaunchRequest, TrainJobSpec
+
+    assert TrainJobSpec.model_fields["ps_shards"].default == TrainConfig().ps_shards == "auto"
+    launch = LaunchRequest(shards={"nano-0": 100, "nano-1": 100}, ps_shards="one")
+    assert _job_spec(launch).ps_shards == "one"
+    with pytest.raises(ValidationError, match="ps_shards"):
+        LaunchRequest(shards={"nano-0": 100}, ps_shards="all")  # type: ignore[arg-type]
+    for schema in (LaunchRequest, TrainJobSpec):
+        with pytest.raises(ValidationError, match="workers needs the sync loop"):
+            schema(shards={"nano-0": 100}, mode="async", ps_shards="workers")  # type: ignore[call-arg]
+
+
 def test_the_launcher_passes_the_evaluation_to_the_job_and_refuses_others() -> None:
     """A launch's ``evaluation`` reaches the job's spec; both default to the engine's; a
     value that is neither after nor beside is refused."""

@@ -8,11 +8,18 @@ import typer
 from edgewise.errors import ConfigError
 from edgewise.runtime.engine import TrainResult
 from edgewise.runtime.loops import DEFAULT_MODE, MODES, Mode
-from edgewise.runtime.plan import DEFAULT_EVALUATION, Evaluation, evaluation_named
+from edgewise.runtime.plan import (
+    DEFAULT_EVALUATION,
+    Evaluation,
+    PsShards,
+    evaluation_named,
+    ps_shards_named,
+)
 from edgewise.wire.frames import WireChoice, wire_dtype_named
 
-__all__ = ["EvaluationOpt", "ModeOpt", "TargetOpt", "WireOpt", "checked_evaluation",
-           "checked_mode", "checked_wire", "reached_line"]
+__all__ = ["EvaluationOpt", "ModeOpt", "ShardsOpt", "TargetOpt", "WireOpt",
+           "checked_evaluation", "checked_mode", "checked_shards", "checked_wire",
+           "reached_line"]
 
 ModeOpt = typer.Option(
     DEFAULT_MODE, "--mode",
@@ -38,6 +45,19 @@ EvaluationOpt = typer.Option(
     help="when each epoch's validation accuracy is read: after (the epoch waits for it) or "
          "beside (the evaluating worker reads it at idle priority while the next epoch "
          "trains; the time to accuracy counts a reading when it is known)")
+
+
+ShardsOpt = typer.Option(
+    "auto", "--ps-shards",
+    help="where the parameter server lives: one (on the plan's server device), workers (cut "
+         "into ranges, one on each worker's device: each port carries a share of every "
+         "step, and the steps are the same; the sync loop only), or auto: workers for the "
+         "sync loop, one for the others")
+
+
+def checked_shards(shards: str) -> PsShards:
+    """``shards`` if it is auto, one or workers; ConfigError naming ``--ps-shards``."""
+    return ps_shards_named(shards, "--ps-shards")
 
 
 def checked_evaluation(evaluation: str) -> Evaluation:

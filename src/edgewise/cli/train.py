@@ -11,10 +11,12 @@ from edgewise.cli.common import Address, err, out, state_dir, user_errors
 from edgewise.cli.loop_opts import (
     EvaluationOpt,
     ModeOpt,
+    ShardsOpt,
     TargetOpt,
     WireOpt,
     checked_evaluation,
     checked_mode,
+    checked_shards,
     checked_wire,
     reached_line,
 )
@@ -96,6 +98,7 @@ def train_command(
     target_accuracy: float = TargetOpt,
     wire_dtype: str = WireOpt,
     evaluation: str = EvaluationOpt,
+    ps_shards: str = ShardsOpt,
 ) -> None:
     """Run a real data-parallel model update (the digits CNN, or --workload) with equal
     shards; report each epoch's accuracy, device seconds and staleness."""
@@ -103,6 +106,7 @@ def train_command(
                          seed=seed, workload=load_workload(workload) if workload else None,
                          target_accuracy=target_accuracy or None,
                          wire_dtype=checked_wire(wire_dtype),
-                         evaluation=checked_evaluation(evaluation))
+                         evaluation=checked_evaluation(evaluation),
+                         ps_shards=checked_shards(ps_shards))
     run_equal_update(file, config, batch_size, kill_worker or None, state_dir() / "strikes.json",
                      address)

@@ -16,9 +16,11 @@ from edgewise.cli.common import Address, err, out, state_dir, user_errors, writa
 from edgewise.cli.loop_opts import (
     EvaluationOpt,
     ModeOpt,
+    ShardsOpt,
     WireOpt,
     checked_evaluation,
     checked_mode,
+    checked_shards,
     checked_wire,
     reached_line,
 )
@@ -33,7 +35,14 @@ from edgewise.errors import ConfigError
 from edgewise.nn.workload import Workload, load_workload, validate
 from edgewise.perf.schema import PerfModel
 from edgewise.runtime.health import StrikeLedger
-from edgewise.runtime.plan import DEFAULT_EVALUATION, DEFAULT_MODE, Evaluation, Mode, TrainConfig
+from edgewise.runtime.plan import (
+    DEFAULT_EVALUATION,
+    DEFAULT_MODE,
+    Evaluation,
+    Mode,
+    PsShards,
+    TrainConfig,
+)
 from edgewise.runtime.ray_cluster import connect
 from edgewise.update import (
     APP_COLUMNS,
@@ -218,13 +227,13 @@ def run(file: ClusterFile, policy: str = PolicyName, state: list[str] = States,
                                   help="run the cluster's background apps beside the "
                                   "training (--no-apps: train alone)"),
         noise_scale: float | None = NoiseScaleOpt, wire_dtype: str = WireOpt,
-        evaluation: str = EvaluationOpt) -> None:
+        evaluation: str = EvaluationOpt, ps_shards: str = ShardsOpt) -> None:
     """Plan with POLICY, then run the update on the cluster (emulated, or joined with
     --address) with every background app really running, training the digits CNN or, with
     --workload, your model on your data; report epochs and each app's deadline misses."""
     run_plan(file, policy, state, epochs, target_accuracy, address, workload, _name(models),
              checked_mode(mode), apps, noise_scale, checked_wire(wire_dtype),
-             checked_evaluation(evaluation))
+             checked_evaluation(evaluation), checked_shards(ps_shards))
 
 
 # A Nano under CPU and GPU stress: SIFT meets its deadline idle (175 ms) but not with training.
@@ -237,7 +246,8 @@ def run_plan(file: Path, policy: str, state: list[str], epochs: int,
              mode: Mode = DEFAULT_MODE, apps: bool = True,
              noise_scale: float | None = None,
              wire_dtype: WireChoice = "auto",
-             evaluation: Evaluation = DEFAULT_EVALUATION) -> UpdateRun:
+             evaluation: Evaluation = DEFAULT_EVALUATION,
+             ps_shards: PsShards = "auto") -> UpdateRun:
     """Plan (with the performance models ``models``), show the plan, run it with the
     background apps (on the emulated cluster, or the one at ``address``), show the
     measurements."""
@@ -255,7 +265,7 @@ def run_plan(file: Path, policy: str, state: list[str], epochs: int,
     emulated = runtime.emulated
     config = TrainConfig(epochs=epochs, target_accuracy=target_accuracy or None,
                          workload=workload, mode=mode, wire_dtype=wire_dtype,
-                         evaluation=evaluation)
+                         evaluation=evaluation, ps_shards=ps_shards)
     try:
         with TrainingProgress(epochs, samples) as progress:
             done = execute(runtime, problem, result, config=config,

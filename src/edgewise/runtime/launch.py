@@ -148,7 +148,7 @@ def launch(runtime: RayRuntime, config: TrainConfig, plan: TrainPlan, job_id: st
     memory = MemoryWatch.start(runtime, [*plan.workers, plan.ps_device])
     # the server only checkpoints: the evaluating worker holds the validation set and the
     # calibration batches (evaluate_epoch), so the server decodes neither
-    servers = start_servers(runtime, spec, plan, ps_name, config.ps_shards, checkpoint)
+    servers = start_servers(runtime, spec, plan, ps_name, config.shards, checkpoint)
     run = Attempt(plan, servers[0][2], ps_name, {}, monitor, memory=memory, servers=servers)
     for w in plan.workers:
         name = f"worker-{job_id}-{attempt}-{w}"

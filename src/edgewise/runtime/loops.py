@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-__all__ = ["DEFAULT_EVALUATION", "DEFAULT_MODE", "MODES", "Evaluation", "Mode"]
+__all__ = ["DEFAULT_EVALUATION", "DEFAULT_MODE", "MODES", "Evaluation", "Mode", "PsShards"]
 
 #: The loops: ``async`` (asynchronous, with the staleness treatment ``TrainConfig.staleness``),
 #: ``async-paper`` (Deep-Edge's own: push after every batch, pull before the next, every
@@ -26,3 +26,9 @@ Evaluation = Literal["after", "beside"]
 #: same accuracies seed by seed: 5.20, 5.54, 6.33 device seconds against 6.29, 6.79, 7.07
 #: after; docs/runtime.md, "Evaluation beside the next epoch").
 DEFAULT_EVALUATION: Evaluation = "beside"
+
+#: Where a run's parameter server lives (``TrainConfig.ps_shards``): ``one`` device, the
+#: plan's server device; ``workers``, cut into ranges, one on each worker's device (the
+#: ``sync`` loop only: ``runtime.shards``); ``auto``, ``workers`` for the ``sync`` loop and
+#: ``one`` for the others.
+PsShards = Literal["auto", "one", "workers"]

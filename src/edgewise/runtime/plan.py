@@ -9,12 +9,28 @@ from typing import Literal, get_args
 from edgewise.cluster.model import Cluster, Role
 from edgewise.errors import ConfigError
 from edgewise.nn.workload import Workload, builtin_workload
-from edgewise.runtime.loops import DEFAULT_EVALUATION, DEFAULT_MODE, MODES, Evaluation, Mode
+from edgewise.runtime.loops import (
+    DEFAULT_EVALUATION,
+    DEFAULT_MODE,
+    MODES,
+    Evaluation,
+    Mode,
+    PsShards,
+)
 from edgewise.runtime.staleness import TreatmentName
 from edgewise.wire.frames import WireChoice, WireDtype, resolve_wire, wire_dtype_named
 
 __all__ = ["DEFAULT_EVALUATION", "DEFAULT_MODE", "DEFAULT_STALENESS", "MODES", "Evaluation",
-           "Mode", "TrainConfig", "TrainPlan", "equal_plan", "evaluation_named"]
+           "Mode", "PsShards", "TrainConfig", "TrainPlan", "equal_plan", "evaluation_named",
+           "ps_shards_named"]
+
+def ps_shards_named(value: str, field: str) -> PsShards:
+    """``value`` as a :data:`PsShards`; ConfigError naming ``field`` if it is none."""
+    for known in get_args(PsShards):
+        if value == known:
+            return known  # type: ignore[no-any-return]
+    raise ConfigError(f"must be auto, one or workers, got {value!r}", field=field)
+
 
 def evaluation_named(value: str, field: str) -> Evaluation:
     """``value`` as an :data:`Evaluation`; ConfigError naming ``field`` if it is none."""
@@ -76,11 +92,12 @@ class TrainConfig:
     """How workers push and pull every batch: over a TCP connection each to the server's
     data plane (``runtime.psplane``), or as Ray actor calls (about 20 times the server's CPU
     per exchange; for networks that let Ray's ports through and no other)."""
-    ps_shards: Literal["one", "workers"] = "one"
+    ps_shards: PsShards = "auto"
     """Where the parameter server's state lives: on ``one`` device (the plan's server
     device), or cut into ranges, one on each worker's device, each worker exchanging each
     range with its shard (``workers``; the ``sync`` loop only, which takes the same steps
-    either way: ``runtime.shards``)."""
+    either way: ``runtime.shards``); ``auto``: ``workers`` for the ``sync`` loop, ``one``
+    for the others (:attr:`shards`)."""
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -92,9 +109,7 @@ class TrainConfig:
                               "feedback; an asynchronous reply would be the weights in 8 bits",
                               field="wire_dtype")
         evaluation_named(self.evaluation, "evaluation")
-        if self.ps_shards not in ("one", "workers"):
-            raise ConfigError(f"must be one or workers, got {self.ps_shards!r}",
-                              field="ps_shards")
+        ps_shards_named(self.ps_shards, "ps_shards")
         if self.ps_shards == "workers" and self.mode != "sync":
             raise ConfigError("a sharded server needs the sync loop, whose shards take every "
                               "step together; the async loop keeps one server",
@@ -102,6 +117,13 @@ class TrainConfig:
         if self.ps_transport not in ("socket", "ray"):
             raise ConfigError(f"must be socket or ray, got {self.ps_transport!r}",
                               field="ps_transport")
+
+    @property
+    def shards(self) -> Literal["one", "workers"]:
+        """Where this run's server lives (``ps_shards`` with ``auto`` resolved)."""
+        if self.ps_shards == "auto":
+            return "workers" if self.mode == "sync" else "one"
+        return self.ps_shards
 
     @property
     def wire(self) -> WireDtype:

@@ -50,7 +50,7 @@ from typing import Any
 from edgewise.bench import INTERRUPTED, BenchContext, BenchOption, BenchSpec, Figures
 from edgewise.cluster.examples import example_path
 from edgewise.errors import ConfigError
-from edgewise.runtime.plan import DEFAULT_EVALUATION, evaluation_named
+from edgewise.runtime.plan import DEFAULT_EVALUATION, evaluation_named, ps_shards_named
 from edgewise.runtime.ray_cluster import RayRuntime
 from edgewise.suites.tta_arms import (
     ArmResult,
@@ -200,9 +200,7 @@ def real(ctx: BenchContext) -> Figures:
     repeats = 1 if ctx.quick else int(ctx.option("repeats"))
     wire = wire_dtype_named(str(ctx.option("wire_dtype")), "--wire-dtype")
     evaluation = evaluation_named(str(ctx.option("evaluation")), "--evaluation")
-    shards = str(ctx.option("ps_shards"))
-    if shards not in ("one", "workers"):
-        raise ConfigError(f"must be one or workers, got {shards!r}", field="--ps-shards")
+    shards = ps_shards_named(str(ctx.option("ps_shards")), "--ps-shards")
     failed: dict[str, str] = {}
     with tempfile.TemporaryDirectory(prefix="edgewise-tta-") as tmp:
         spec = shapes_setup(Path(tmp), per_class, ctx.seed)  # one data set, seeds per run
@@ -282,9 +280,10 @@ SPEC = BenchSpec(
              BenchOption("wire_dtype", "auto", "what the engine's arms send weights and "
                          "gradients as: float32, bfloat16, float16, or auto (bfloat16 for "
                          "the sync arms, float32 for the async ones)", kind="str"),
-             BenchOption("ps_shards", "one", "the engine's sync arms' parameter server: one, "
-                         "on the plan's server device, or workers: cut into ranges over it "
-                         "and every worker's device", kind="str"),
+             BenchOption("ps_shards", "auto", "the engine's arms' parameter server: one, on "
+                         "the plan's server device, workers: cut into ranges, one on each "
+                         "worker's device (the sync arms only), or auto: workers for the sync "
+                         "arms, one for the async ones", kind="str"),
              BenchOption("evaluation", DEFAULT_EVALUATION, "when the engine's arms read an "
                          "epoch: after (in its time) or beside (while the next trains; a "
                          "reading counts when known)", kind="str"),

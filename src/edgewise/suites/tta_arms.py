@@ -33,7 +33,7 @@ class TTASetup:
     lr_schedule: Literal["constant", "cosine"] = "cosine"
     wire_dtype: WireChoice = "auto"  # the engine's arms' weights and gradients on the wire
     evaluation: Evaluation = DEFAULT_EVALUATION  # the engine's arms' readings (TrainConfig)
-    ps_shards: str = "one"  # the engine's sync arms' server: one, or sharded (TrainConfig)
+    ps_shards: str = "auto"  # the engine's arms' server: one, or sharded (TrainConfig)
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,7 +133,7 @@ def edgewise_arm(runtime: RayRuntime, setup: TTASetup, policy: str, mode: str,
     problem = cluster_problem(runtime.cluster, {}, samples, noise_scale=noise_scale)
     plan = REGISTRY.get(policy)(problem, np.random.default_rng(setup.seed))
     extra: dict[str, Any] = {} if staleness is None else {"staleness": staleness}
-    if mode == "sync":
+    if mode == "sync" or setup.ps_shards != "workers":  # sharded: the sync loop's alone
         extra["ps_shards"] = setup.ps_shards
     config = TrainConfig(workload=workload, epochs=setup.epochs, seed=setup.seed,
                          mode=mode, learning_rate=setup.learning_rate,  # type: ignore[arg-type]

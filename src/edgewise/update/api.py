@@ -110,6 +110,7 @@ def _job_spec(request: LaunchRequest) -> TrainJobSpec:
     return TrainJobSpec(
         mode=request.mode,
         wire_dtype=request.wire_dtype,
+        ps_shards=request.ps_shards,
         evaluation=request.evaluation,
         epochs=request.epochs,
         workers=list(request.shards),

@@ -8,7 +8,7 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_vali
 
 from edgewise.jobs import MAX_DEVICES, BatchSize, DeviceName, ShardSize
 from edgewise.jobs.workload import HttpWorkload
-from edgewise.runtime.loops import DEFAULT_EVALUATION, DEFAULT_MODE, Evaluation, Mode
+from edgewise.runtime.loops import DEFAULT_EVALUATION, DEFAULT_MODE, Evaluation, Mode, PsShards
 from edgewise.update.models import CALIBRATED, NAME_PATTERN
 from edgewise.wire.frames import WireChoice
 
@@ -50,6 +50,12 @@ def _int8_is_sync(mode: str, wire_dtype: str) -> None:
     if wire_dtype == "int8" and mode != "sync":
         raise ValueError("wire_dtype: int8 needs the sync loop (its replies are changes with "
                          "error feedback)")
+
+
+def _shards_are_sync(mode: str, ps_shards: str) -> None:
+    if ps_shards == "workers" and mode != "sync":
+        raise ValueError("ps_shards: workers needs the sync loop (its shards take every step "
+                         "together)")
 
 
 def _goodput_has_its_noise_scale(policy: str, noise_scale: float | None) -> None:
@@ -164,6 +170,7 @@ class LaunchRequest(BaseModel):
     mode: Mode = DEFAULT_MODE
     wire_dtype: WireChoice = "auto"
     evaluation: Evaluation = DEFAULT_EVALUATION
+    ps_shards: PsShards = "auto"
     epochs: int = Field(default=5, ge=1, le=100)
     learning_rate: float = Field(default=0.01, gt=0, le=10)
     seed: int = Field(default=0, ge=0, le=MAX_SEED)
@@ -175,6 +182,7 @@ class LaunchRequest(BaseModel):
     @model_validator(mode="after")
     def _wire_fits_the_loop(self) -> LaunchRequest:
         _int8_is_sync(self.mode, self.wire_dtype)
+        _shards_are_sync(self.mode, self.ps_shards)
         return self
 
 
@@ -243,6 +251,11 @@ class TrainJobSpec(BaseModel):
         "server and its workers: float32, bfloat16/float16 (half the bytes), or int8 (a "
         "quarter, with a scale per 256 values; the sync loop only); auto: bfloat16 for the "
         "sync loop, float32 for the others")
+    ps_shards: PsShards = Field(
+        default="auto", description="where the parameter server lives: one (on the plan's "
+        "server device), workers (cut into ranges, one on each worker's device: the same "
+        "steps, each port carries a share; the sync loop only), or auto: workers for the "
+        "sync loop, one for the others")
     evaluation: Evaluation = Field(
         default=DEFAULT_EVALUATION, description="when each epoch's validation accuracy is "
         "read: after the epoch (in its time), or beside the next one (the evaluating worker "
@@ -276,5 +289,6 @@ class TrainJobSpec(BaseModel):
         if self.shards is None:
             _goodput_has_its_noise_scale(self.policy, self.noise_scale)
         _int8_is_sync(self.mode, self.wire_dtype)
+        _shards_are_sync(self.mode, self.ps_shards)
         return self
 
