@@ -66,6 +66,7 @@ def test_a_worker_out_of_its_devices_memory_is_named_and_struck(
     ledger.strike("nano-1")  # its third strike excludes it, so the job goes on without it
     plan = equal_plan(tight.cluster, len(TRAIN_IDS))
 
+    # nano-1's 300 MB hold no shard of the server beside its worker: auto keeps one server
     result = train(tight, TrainConfig(epochs=1, heartbeat_s=0.5, worker_memory_mb=256), plan,
                    ledger=ledger)
 
@@ -86,3 +87,20 @@ def test_the_refusal_comes_before_any_actor(tmp_path: object) -> None:
 
     with pytest.raises(ConfigError, match="nano-1 has 200 MB"):
         train(NoRay(), TrainConfig(epochs=1), equal_plan(NoRay.cluster, len(TRAIN_IDS)))  # type: ignore[arg-type]
+
+
+def test_a_shard_reserves_beside_its_worker_and_auto_keeps_one_server_where_it_cannot() -> None:
+    """A sharded server puts a member on every worker's device (``runtime.shards``): a
+    device with room for its worker alone refuses ``workers`` naming the shard, and
+    ``auto`` (the sync loop's default) keeps one server there instead."""
+    from edgewise.runtime.plan import TrainConfig, run_shards
+
+    tight = _cluster(nano_1_mb=300)
+    plan = equal_plan(tight, len(TRAIN_IDS))
+    with pytest.raises(ConfigError, match="for a worker and a shard of the parameter server"):
+        check_reservations(tight, plan, 256, "workers")
+    check_reservations(tight, plan, 256, "one")
+    assert run_shards(tight, plan, TrainConfig(mode="sync", worker_memory_mb=256)) == "one"
+    assert run_shards(tight, plan, TrainConfig(mode="sync", worker_memory_mb=150)) == "workers"
+    assert run_shards(tight, plan, TrainConfig(mode="sync", ps_shards="workers",
+                                               worker_memory_mb=256)) == "workers"  # refused later

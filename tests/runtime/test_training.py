@@ -303,10 +303,12 @@ def test_a_job_out_of_restarts_fails_clearly(runtime: RayRuntime) -> None:
 
 
 class _Inject:
-    """Stalls nano-0 when epoch 1 starts and cuts nano-2 from the server when epoch 2 does."""
+    """Stalls nano-0 when epoch 1 starts and cuts nano-2 from ``peer`` (a server's device)
+    when epoch 2 does."""
 
-    def __init__(self) -> None:
+    def __init__(self, peer: str) -> None:
         self.at: dict[int, float] = {}
+        self.peer = peer
 
     def __call__(self, kind: str, data: dict[str, Any]) -> None:
         epoch = data.get("epoch")
@@ -316,15 +318,19 @@ class _Inject:
         if epoch == 1:
             FaultInjector().stall("nano-0", 4 * HEARTBEAT_S)
         else:
-            FaultInjector().cut("nano-2", "pi5", 2.0)
+            FaultInjector().cut("nano-2", self.peer, 2.0)
 
 
-def test_a_stalled_device_and_a_cut_link_restart_from_checkpoint(runtime: RayRuntime) -> None:
+@pytest.mark.parametrize(("shards", "peer"), [("one", "pi5"), ("workers", "nano-0")])
+def test_a_stalled_device_and_a_cut_link_restart_from_checkpoint(
+        runtime: RayRuntime, shards: str, peer: str) -> None:
+    """With one server (on pi5) and with its shards on the workers' devices, where nano-2's
+    link to nano-0 carries its exchange with nano-0's shard."""
     # Small batches make an epoch last several heartbeats, long enough to notice the fault.
     plan = equal_plan(runtime.cluster, len(TRAIN_IDS), batch_size=8)
-    inject = _Inject()
+    inject = _Inject(peer)
     try:
-        result = train(runtime, _config(epochs=3), plan, events=inject)
+        result = train(runtime, _config(epochs=3, ps_shards=shards), plan, events=inject)
     finally:
         FaultInjector().clear()
     # each faulty device is detected in its epoch; on a loaded 2-core host a healthy one's

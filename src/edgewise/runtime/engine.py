@@ -38,6 +38,7 @@ from edgewise.runtime.plan import (
     TrainPlan,
     check_reservations,
     equal_plan,
+    run_shards,
 )
 from edgewise.runtime.pscheckpoint import with_statistics
 from edgewise.runtime.ray_cluster import RayRuntime
@@ -260,7 +261,8 @@ def train(runtime: RayRuntime, config: TrainConfig, plan: TrainPlan, *,
     through ``limited`` (the manager's: in a child process, so that the driver does not
     hold a copy of the network). Raises RuntimeFault after ``config.max_restarts`` restarts."""
     started = time.perf_counter()
-    check_reservations(runtime.cluster, plan, config.worker_memory_mb)
+    check_reservations(runtime.cluster, plan, config.worker_memory_mb,
+                       run_shards(runtime.cluster, plan, config))
     workload = limited(checked_workload, runtime.cluster, config, plan)
     ledger = ledger or StrikeLedger()
     job = _Job(runtime, config, ledger, events or (lambda kind, data: None), checkpoint_dir)
@@ -313,14 +315,15 @@ def _attempts(job: _Job, plan: TrainPlan, store: Any, monitor: Any, replan: Repl
     for restart in range(config.max_restarts + 1):
         rng = np.random.default_rng([config.seed, restart])
         positions = shard_indices(n_samples, dict(plan.shards), rng)
+        shards = run_shards(runtime.cluster, plan, config)
         if plan is not checked:  # a new plan (``train`` checked the first one)
-            check_reservations(runtime.cluster, plan, config.worker_memory_mb)
+            check_reservations(runtime.cluster, plan, config.worker_memory_mb, shards)
             checked = plan
         attempt: Attempt | None = None
         try:  # a member lost while the shards load is a fault like any other
-            attempt = launch(runtime, config, plan, job.job_id, restart, monitor, store,
-                             positions, validation, job.checkpoint, job.events,
-                             workload=job.workload, chunk_samples=chunk_samples,
+            attempt = launch(runtime, replace(config, ps_shards=shards), plan, job.job_id,
+                             restart, monitor, store, positions, validation, job.checkpoint,
+                             job.events, workload=job.workload, chunk_samples=chunk_samples,
                              calibration=calibration)
             job.run_attempt(attempt)
             return plan

@@ -21,8 +21,8 @@ from edgewise.runtime.staleness import TreatmentName
 from edgewise.wire.frames import WireChoice, WireDtype, resolve_wire, wire_dtype_named
 
 __all__ = ["DEFAULT_EVALUATION", "DEFAULT_MODE", "DEFAULT_STALENESS", "MODES", "Evaluation",
-           "Mode", "PsShards", "TrainConfig", "TrainPlan", "equal_plan", "evaluation_named",
-           "ps_shards_named"]
+           "Mode", "PsShards", "TrainConfig", "TrainPlan", "check_reservations", "equal_plan",
+           "evaluation_named", "ps_shards_named", "run_shards"]
 
 def ps_shards_named(value: str, field: str) -> PsShards:
     """``value`` as a :data:`PsShards`; ConfigError naming ``field`` if it is none."""
@@ -172,15 +172,18 @@ STORE_MEMORY_MB = 256
 """What the data store reserves of its device's memory."""
 
 
-def check_reservations(cluster: Cluster, plan: TrainPlan, member_memory_mb: int) -> None:
+def check_reservations(cluster: Cluster, plan: TrainPlan, member_memory_mb: int,
+                       shards: str = "one") -> None:
     """ConfigError naming the first device whose memory cannot hold what the plan puts on
-    it: ``member_memory_mb`` per worker and for the parameter server, and the data store's
+    it: ``member_memory_mb`` per worker and for the parameter server (for each shard, on
+    the workers' devices, with ``shards`` ``workers``), and the data store's
     :data:`STORE_MEMORY_MB`. Ray would leave such an actor pending for ever (the job
     hanging at 0 samples), so a run checks before it starts any."""
     reserved: dict[str, int] = dict.fromkeys(plan.workers, member_memory_mb)
     members: dict[str, list[str]] = {w: ["a worker"] for w in plan.workers}
-    for device, mb, what in ((plan.ps_device, member_memory_mb, "the parameter server"),
-                             (plan.store_device, STORE_MEMORY_MB, "the data store")):
+    servers = [(plan.ps_device, member_memory_mb, "the parameter server")] if shards == "one" \
+        else [(w, member_memory_mb, "a shard of the parameter server") for w in plan.workers]
+    for device, mb, what in (*servers, (plan.store_device, STORE_MEMORY_MB, "the data store")):
         reserved[device] = reserved.get(device, 0) + mb
         members.setdefault(device, []).append(what)
     for device, mb in reserved.items():
@@ -191,6 +194,18 @@ def check_reservations(cluster: Cluster, plan: TrainPlan, member_memory_mb: int)
                 f"on it for {' and '.join(members[device])} ({member_memory_mb} MB per "
                 "member); give the device more memory_mb or none of those roles",
                 field="worker_memory_mb")
+
+
+def run_shards(cluster: Cluster, plan: TrainPlan,
+               config: TrainConfig) -> Literal["one", "workers"]:
+    """Where ``plan``'s server lives (``TrainConfig.shards``), except that ``auto`` keeps one
+    server where a worker's device lacks the memory for a shard beside its worker."""
+    if config.ps_shards == "auto" and config.shards == "workers":
+        try:
+            check_reservations(cluster, plan, config.worker_memory_mb, "workers")
+        except ConfigError:
+            return "one"
+    return config.shards
 
 
 def equal_plan(cluster: Cluster, n_samples: int, batch_size: int = 32,
