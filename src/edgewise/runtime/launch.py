@@ -223,18 +223,31 @@ PS_PROBE_S = 30.0
 not the worker, is taken for lost (a loaded host answers in well under a second)."""
 
 
+def _failed(ref: Any) -> bool:
+    """Whether the call ``ref`` has ended with an error (False while it runs)."""
+    ready, _ = ray.wait([ref], timeout=0)
+    if not ready:
+        return False
+    try:
+        ray.get(ref)
+    except RayError:
+        return True
+    return False
+
+
 def ps_get(run: Attempt, ref: Any, timeout_s: float | None = None, server: int = 0) -> Any:
-    """``ray.get`` of a parameter-server call (or of a list of them, one to each shard); a
-    server that died (or does not answer within ``timeout_s``) interrupts the attempt, with
-    the server's device to strike (``server``: which of the run's servers was asked; of a
-    list, every dead one is found by :func:`with_the_dead`)."""
+    """``ray.get`` of a parameter-server call, or of a list of them, one to each of the
+    run's servers in order; a server that died (or does not answer within ``timeout_s``)
+    interrupts the attempt, with the server's device to strike: of a list, those whose
+    calls failed; else ``server``, the one asked."""
     try:
         return ray.get(ref, timeout=timeout_s)
     except RayError as exc:
-        device, name, _ = run.servers[server]
-        reason = run.lost_reason(device, "parameter server lost: " + type(exc).__name__)
-        lost = with_the_dead(run, [(device, name, reason)])
-        raise Interrupted(lost, time.time()) from None
+        failed = [i for i, r in enumerate(ref) if _failed(r)] if isinstance(ref, list) else []
+        lost = [(device, name, run.lost_reason(device, "parameter server lost: "
+                                               + type(exc).__name__))
+                for device, name, _ in (run.servers[i] for i in failed or [server])]
+        raise Interrupted(with_the_dead(run, lost), time.time()) from None
 
 
 WATCH_PERIODS = 10.0
