@@ -130,8 +130,9 @@ def _shows(text: str) -> None:
 
 def _training_part(settings: DemoSettings) -> Finding:
     out.rule("1. data-parallel model update with a crash injected")
-    _shows("a real parameter-server update (the default loop, balanced synchronous steps) of "
-           "a digits CNN over four emulated Jetsons; a worker is killed mid-epoch and the job "
+    _shows("a real parameter-server update (the default loop, balanced synchronous steps, the "
+           "server sharded over the workers' devices) of a digits CNN over four emulated "
+           "Jetsons; a worker is killed mid-epoch and the job "
            "resumes from its checkpoint")
     result = run_equal_update(EXAMPLES / "deep-edge-testbed.yaml",
                               TrainConfig(epochs=settings.epochs), 32,

@@ -49,8 +49,7 @@ class Attempt:
     """The actors of one attempt at a run."""
 
     plan: TrainPlan
-    ps: Any
-    ps_name: str
+    servers: list[Server]  # (device, member name, handle): the server, or its shards in order
     workers: dict[str, Any]
     monitor: Any
     names: dict[str, str] = field(default_factory=dict)  # worker device -> member name
@@ -59,11 +58,15 @@ class Attempt:
     evaluator: str = ""  # the worker device that measures each epoch's validation metric
     outstanding: list[Any] = field(default_factory=list)  # calls left running by a fault
     watch: Any = None  # the monitor's long poll for this attempt's dead (see await_all)
-    servers: list[Server] = field(default_factory=list)  # ps first, then any other shards
 
-    def __post_init__(self) -> None:
-        if not self.servers:
-            self.servers = [(self.plan.ps_device, self.ps_name, self.ps)]
+    @property
+    def ps(self) -> Any:
+        """The server, or its first shard (which answers for the run's progress)."""
+        return self.servers[0][2]
+
+    @property
+    def ps_name(self) -> str:
+        return self.servers[0][1]
 
     @property
     def shards(self) -> list[Any]:
@@ -149,15 +152,12 @@ def launch(runtime: RayRuntime, config: TrainConfig, plan: TrainPlan, job_id: st
     # the server only checkpoints: the evaluating worker holds the validation set and the
     # calibration batches (evaluate_epoch), so the server decodes neither
     servers = start_servers(runtime, spec, plan, ps_name, config.shards, checkpoint)
-    run = Attempt(plan, servers[0][2], ps_name, {}, monitor, memory=memory, servers=servers)
+    run = Attempt(plan, servers, {}, monitor, memory=memory)
     for w in plan.workers:
         name = f"worker-{job_id}-{attempt}-{w}"
         run.names[w] = name
-        one = len(servers) == 1  # one server: its handle and link as they are
-        links = server_links(runtime, w, servers)
         run.workers[w] = start_worker(
-            runtime, spec, w, name, ps=run.ps if one else run.shards,
-            ps_link=links[0] if one else links,
+            runtime, spec, w, name, ps=run.shards, ps_link=server_links(runtime, w, servers),
             store_link=runtime.transport_link(w, plan.store_device),
             batch_size=batches[w], monitor=monitor, sync=config.mode == "sync", steps=steps)
     loads = {w: h.load_shard.remote(store, positions[w], chunk_samples)

@@ -20,14 +20,6 @@ from edgewise.runtime.trainstate import Frame
 __all__ = ["Servers"]
 
 
-def _send(plane: PlaneClient, op: int, step: int = 0, payload: Frame = b"") -> None:
-    try:
-        plane.send(op, step, payload)
-    except OSError as exc:
-        raise ConnectionError(f"the parameter server at {plane.endpoint.host}:"
-                              f"{plane.endpoint.port} is unreachable ({exc})") from None
-
-
 class Servers:
     """The servers ``handles`` (actor handles, in shard order) of the worker ``name`` on
     ``device``, over ``links`` (one each, as the transport emulates them); ``transport``
@@ -70,7 +62,7 @@ class Servers:
         if planes is None:
             return list(ray.get([h.pull.remote(self.device) for h in self.handles]))
         for plane in planes:
-            _send(plane, PULL)
+            plane.send(PULL)
         return [plane.receive() for plane in planes]
 
     def leave(self) -> None:
@@ -80,7 +72,7 @@ class Servers:
             ray.get([h.leave.remote(self.device) for h in self.handles])
             return
         for plane in planes:
-            _send(plane, LEAVE)
+            plane.send(LEAVE)
         for plane in planes:
             plane.receive()
 
@@ -90,7 +82,7 @@ class Servers:
         planes = self._planes()
         if planes is not None:
             for plane, frame in zip(planes, frames, strict=True):
-                _send(plane, PUSH_SYNC if self.sync else PUSH_ASYNC, step, frame)
+                plane.send(PUSH_SYNC if self.sync else PUSH_ASYNC, step, frame)
             return None
         if self.sync:
             return [h.push_sync.remote(self.device, step, f)

@@ -127,12 +127,17 @@ class PlaneClient:
 
     def send(self, op: int, step: int = 0, payload: Payload = b"") -> None:
         """Send one request (its reply is read by :meth:`receive`); ValueError for one
-        larger than the server reads."""
+        larger than the server reads, ConnectionError if the server cannot be reached."""
         size = len(view_of(payload))
         if size > self.endpoint.max_request_bytes:
             raise ValueError(f"a request is at most {self.endpoint.max_request_bytes} bytes, "
                              f"got {size}")
-        _send(self.conn, REQUEST_WIRE.pack(op, step, len(self.name), size), self.name, payload)
+        try:
+            _send(self.conn, REQUEST_WIRE.pack(op, step, len(self.name), size), self.name,
+                  payload)
+        except OSError as exc:
+            raise ConnectionError(f"the parameter server at {self.endpoint.host}:"
+                                  f"{self.endpoint.port} is unreachable ({exc})") from None
 
     def receive(self) -> NDArray[np.uint8]:
         """The reply to the request sent last: the frame (empty for a leave); RemoteFailure
@@ -149,11 +154,7 @@ class PlaneClient:
 
     def call(self, op: int, step: int = 0, payload: Payload = b"") -> NDArray[np.uint8]:
         """:meth:`send`, then :meth:`receive`."""
-        try:
-            self.send(op, step, payload)
-        except OSError as exc:
-            raise ConnectionError(f"the parameter server at {self.endpoint.host}:"
-                                  f"{self.endpoint.port} is unreachable ({exc})") from None
+        self.send(op, step, payload)
         return self.receive()
 
     def close(self) -> None:

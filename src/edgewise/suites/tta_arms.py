@@ -133,8 +133,7 @@ def edgewise_arm(runtime: RayRuntime, setup: TTASetup, policy: str, mode: str,
     problem = cluster_problem(runtime.cluster, {}, samples, noise_scale=noise_scale)
     plan = REGISTRY.get(policy)(problem, np.random.default_rng(setup.seed))
     extra: dict[str, Any] = {} if staleness is None else {"staleness": staleness}
-    if mode == "sync" or setup.ps_shards != "workers":  # sharded: the sync loop's alone
-        extra["ps_shards"] = setup.ps_shards
+    extra["ps_shards"] = setup.ps_shards if mode == "sync" else "one"  # shards: sync's alone
     config = TrainConfig(workload=workload, epochs=setup.epochs, seed=setup.seed,
                          mode=mode, learning_rate=setup.learning_rate,  # type: ignore[arg-type]
                          lr_schedule=setup.lr_schedule, worker_memory_mb=1024,
