@@ -92,6 +92,19 @@ def test_the_goodput_arm_takes_fair_syncs_measured_noise_scale_or_says_why_not()
         assert raised.value.field == "--arms"
 
 
+def test_the_noise_scale_to_plan_with_is_the_median_on_the_way_to_the_target() -> None:
+    from edgewise.suites.tta_arms import noise_on_the_way
+
+    readings = [None, 300.0, 9000.0, 200.0, 250.0, 5000.0, 8000.0]
+    accuracies = [0.2, 0.5, 0.7, 0.8, 0.91, 0.95, 0.97]
+    # epochs 1-5 (the fifth first at 0.9): 300, 9000, 200, 250; the later ones left out
+    assert noise_on_the_way(readings, accuracies, 0.9) == 275.0
+    # never reached: every epoch's
+    assert noise_on_the_way(readings, accuracies, 0.99) == 2650.0
+    assert noise_on_the_way([None, None], [0.95, 0.97], 0.9) is None
+    assert noise_on_the_way([], [], 0.9) is None
+
+
 def _scaling_run(wire_per_sample: dict[str, float], received: float = 0.5
                  ) -> dict[str, object]:
     """A three-Nano scaling run's figures: each worker 1,000 samples/s alone, 479 samples

@@ -13,8 +13,9 @@ testbed where the host can run one (root, ip, tc, cgroups) and emulates elsewher
   the engine trains the plan with that loop (``async``: its staleness treatment); the plan's
   fastest worker evaluates each epoch;
 - ``deep-edge-goodput/sync``: the same with the ``deep-edge-goodput`` policy, planned with
-  the gradient noise scale ``fair/sync`` measured in the same run (the mean of its
-  Adam-preconditioned readings), after it;
+  the gradient noise scale ``fair/sync`` measured in the same run (the median of its
+  Adam-preconditioned readings up to its first epoch at the target:
+  ``tta_arms.noise_on_the_way``), after it;
 - ``ray-train-ddp``: Ray Train's TorchTrainer, DDP over gloo, one rank per worker device
   (placed by the devices' node labels on a testbed), equal shards, batch 32 per rank; the
   rank on the fastest device evaluates, at its device's speed;

@@ -18,7 +18,7 @@ from edgewise.runtime.records import TrainResult
 from edgewise.wire.frames import WireChoice
 
 __all__ = ["ArmResult", "TTASetup", "app_misses", "curve_of", "edgewise_arm",
-           "measured_noise_scale", "shapes_setup"]
+           "measured_noise_scale", "noise_on_the_way", "shapes_setup"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,9 +101,26 @@ def shapes_setup(root: Path, per_class: int, seed: int) -> Path:
 
 
 def measured_noise_scale(arm: ArmResult) -> float | None:
-    """The mean of an arm's Adam-preconditioned noise-scale readings (one per ``sync``
-    epoch from Adam's fifth step on); None where it has none."""
+    """The Adam-preconditioned noise scale an arm measured on its way to the target
+    (:func:`noise_on_the_way`); None where it has none."""
     return None if arm.extra is None else arm.extra.get("noise_scale_adam")
+
+
+def noise_on_the_way(readings: Sequence[float | None], accuracies: Sequence[float],
+                     target: float) -> float | None:
+    """The median of the epochs' noise-scale readings up to and including the first epoch
+    at ``target`` (every epoch's where none reached it); None without a reading there.
+
+    The noise scale grows as the loss falls (McCandlish et al. 2018, §3: their critical
+    batch at a loss predicts the batch to reach that loss), so a plan's epochs to a target
+    depend on the readings on the way to it, not on the later epochs', where the gradient
+    is small and the ratio large (``fair``: 149–683 in the first eight epochs of emulated
+    runs, docs/runtime.md; means of 979–4,306 over thirty epochs in the testbed races).
+    The median, not the mean: an epoch of eight steps reads one noisy ratio, at times many
+    times its neighbours'."""
+    reached = next((i for i, a in enumerate(accuracies) if a >= target), len(accuracies) - 1)
+    kept = [r for r in readings[: reached + 1] if r is not None]
+    return round(float(np.median(kept)), 1) if kept else None
 
 
 def step_parts(result: TrainResult, dilation: float) -> dict[str, float]:
@@ -143,14 +160,16 @@ def edgewise_arm(runtime: RayRuntime, setup: TTASetup, policy: str, mode: str,
     accs, times = curve_of([r.val_accuracy for r in records],
                            [r.device_seconds for r in records])
     stale = float(np.mean([r.staleness_mean for r in records])) if records else None
-    noise = [r.noise_scale_adam for r in records if r.noise_scale_adam is not None]
+    noise = [r.noise_scale_adam for r in records]
     lags = tuple(r.reading_device_seconds for r in records)
     reads = [r.validation_seconds * r.device_seconds / r.wall_seconds for r in records
              if r.wall_seconds > 0]
     return ArmResult(f"{policy}/{mode}", accs, times, stale, app_misses(done.apps),
                      {"shards": dict(done.train_plan.shards),
                       "batch_sizes": dict(done.train_plan.batch_sizes),
-                      "noise_scale_adam": round(float(np.mean(noise)), 1) if noise else None,
+                      "noise_scale_adam": noise_on_the_way(noise, accs, setup.target),
+                      "noise_scale_adam_readings": [None if n is None else round(n, 1)
+                                                    for n in noise],
                       "planned_noise_scale": noise_scale,
                       "evaluation_device_seconds": round(float(np.median(reads)), 4)
                       if reads else None,
