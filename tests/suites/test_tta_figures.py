@@ -74,6 +74,7 @@ def test_the_goodput_arm_has_its_own_speed_up_and_the_noise_scale_it_planned_wit
     assert f["tta_speedup_deep_edge_goodput_over_fair"] == pytest.approx(9.0 / 3.75, abs=1e-4)
     assert f["tta_speedup_deep_edge_over_fair"] == pytest.approx(9.0 / 2.0)  # async, not goodput
     assert f["goodput_noise_scale"] == 400.0
+    assert f["goodput_noise_scale_runs"] == [300.0, 500.0]
     assert f["tta_ratio_best_to_ray_train_ddp"] == pytest.approx(2.0 / 4.0)  # async's 2.0
 
 

@@ -96,6 +96,10 @@ def figures_of(runs: list[dict[str, ArmResult]], target: float) -> Figures:
                                                           tta.get(GOODPUT_ARM)),
         "goodput_noise_scale": _median(per_run(GOODPUT_ARM, lambda r: (r.extra or {}).get(
             "planned_noise_scale"))),
+        "goodput_noise_scale_runs": per_run(GOODPUT_ARM, lambda r: (r.extra or {}).get(
+            "planned_noise_scale")),
+        "batch_sizes_runs": {n: per_run(n, lambda r: (r.extra or {}).get("batch_sizes"))
+                             for n in edgewise},
         "epoch_speedup_deep_edge_over_fair": _ratio(_best(epoch, fair), _best(epoch, de)),
         "evaluation_device_seconds": {n: _median(per_run(n, lambda r: (r.extra or {}).get(
             "evaluation_device_seconds"))) for n in edgewise},
