@@ -17,7 +17,7 @@ from edgewise.runtime.ray_cluster import RayRuntime
 from edgewise.runtime.records import TrainResult
 from edgewise.wire.frames import WireChoice
 
-__all__ = ["ArmResult", "TTASetup", "app_misses", "curve_of", "edgewise_arm",
+__all__ = ["ArmResult", "TTASetup", "app_misses", "curve_of", "edgewise_arm", "first_at",
            "measured_noise_scale", "noise_on_the_way", "shapes_setup"]
 
 
@@ -64,10 +64,8 @@ class ArmResult:
     def tta(self, target: float) -> float | None:
         """Device seconds until an epoch's accuracy was known to be at or above ``target``;
         None if never."""
-        for acc, t in zip(self.accuracies, self.reading_seconds, strict=True):
-            if acc >= target:
-                return t
-        return None
+        epoch = first_at(self.accuracies, target)
+        return None if epoch is None else self.reading_seconds[epoch]
 
     @property
     def epoch_device_seconds(self) -> float | None:
@@ -75,6 +73,11 @@ class ArmResult:
         if not self.device_seconds:
             return None
         return float(np.median(np.diff((0.0, *self.device_seconds))))
+
+
+def first_at(accuracies: Sequence[float], target: float) -> int | None:
+    """The index of the first epoch at or above ``target``; None if none."""
+    return next((i for i, a in enumerate(accuracies) if a >= target), None)
 
 
 def curve_of(accuracies: list[float], epoch_seconds: list[float]) -> tuple[tuple[float, ...],
@@ -118,8 +121,8 @@ def noise_on_the_way(readings: Sequence[float | None], accuracies: Sequence[floa
     runs, docs/runtime.md; means of 979–4,306 over thirty epochs in the testbed races).
     The median, not the mean: an epoch of eight steps reads one noisy ratio, at times many
     times its neighbours'."""
-    reached = next((i for i, a in enumerate(accuracies) if a >= target), len(accuracies) - 1)
-    kept = [r for r in readings[: reached + 1] if r is not None]
+    reached = first_at(accuracies, target)
+    kept = [r for r in readings[: None if reached is None else reached + 1] if r is not None]
     return round(float(np.median(kept)), 1) if kept else None
 
 
@@ -168,8 +171,6 @@ def edgewise_arm(runtime: RayRuntime, setup: TTASetup, policy: str, mode: str,
                      {"shards": dict(done.train_plan.shards),
                       "batch_sizes": dict(done.train_plan.batch_sizes),
                       "noise_scale_adam": noise_on_the_way(noise, accs, setup.target),
-                      "noise_scale_adam_readings": [None if n is None else round(n, 1)
-                                                    for n in noise],
                       "planned_noise_scale": noise_scale,
                       "evaluation_device_seconds": round(float(np.median(reads)), 4)
                       if reads else None,

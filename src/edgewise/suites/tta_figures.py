@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from edgewise.bench import Figures
-from edgewise.suites.tta_arms import ArmResult
+from edgewise.suites.tta_arms import ArmResult, first_at
 
 __all__ = ["ARMS", "ENGINE_ARMS", "GOODPUT_ARM", "NOISE_FROM", "figures_of"]
 
@@ -51,8 +51,8 @@ def _running_tta(arm: ArmResult, target: float) -> float | None:
     """Device seconds to ``target`` by the arm's readings with its own running BatchNorm
     statistics (``extra["running_statistics"]``, the DDP and one-device arms), or None."""
     readings = (arm.extra or {}).get("running_statistics") or []
-    reached = [t for a, t in zip(readings, arm.device_seconds, strict=False) if a >= target]
-    return round(reached[0], 2) if reached else None
+    epoch = first_at(readings[: len(arm.device_seconds)], target)
+    return None if epoch is None else round(arm.device_seconds[epoch], 2)
 
 
 def figures_of(runs: list[dict[str, ArmResult]], target: float) -> Figures:
