@@ -8,8 +8,15 @@ import pytest
 import torch
 from torch import nn
 
+from edgewise.nn.models import Warmup, epoch_lr
 from edgewise.runtime.asyncapply import StaleApplier
-from edgewise.runtime.balance import balanced_steps, epoch_batches, lr_scale
+from edgewise.runtime.balance import (
+    WARMUP_FRACTION,
+    balanced_steps,
+    batch_warmup,
+    epoch_batches,
+    lr_scale,
+)
 from edgewise.runtime.staleness import (
     StalenessLedger,
     Treatment,
@@ -146,6 +153,31 @@ def test_balanced_steps_give_every_worker_the_same_steps_and_proportional_batche
         assert sorted(np.concatenate(parts)) == list(range(d))  # every sample once
         assert max(len(p) for p in parts) == balanced.batch_sizes[w] == -(-d // 4)
     assert balanced.lr_factor == pytest.approx(np.sqrt(240 / 224))
+
+
+def test_the_rate_follows_the_global_batch_from_the_reference_and_a_raised_one_warms_up() -> None:
+    """Deep-Edge's plan of the testbed (global 240 after balancing) against the reference
+    128 of four workers of 32: Adam's rate grows by the square root, and warms up from the
+    reference's rate over 5/90 of the epochs (Goyal et al.); a rate lowered does not."""
+    shards = {"tx2": 359, "n0": 201, "n1": 200, "n2": 200}
+    raised = balanced_steps(shards, {"tx2": 128, "n0": 32, "n1": 32, "n2": 32}, "adam", 128)
+    assert raised.reference_batch == 128 and raised.global_batch == 240
+    assert raised.lr_factor == pytest.approx(np.sqrt(240 / 128))
+    warm = batch_warmup(raised.lr_factor, 30)
+    assert warm.epochs == pytest.approx(30 * 5 / 90) == pytest.approx(30 * WARMUP_FRACTION)
+    assert warm.start_factor == pytest.approx(1 / raised.lr_factor)
+    # each epoch at the ramp's middle: 0.5/1.67 and 1.5/1.67 of the way, then all of it
+    rates = [epoch_lr(0.003 * raised.lr_factor, "constant", e, 30, warm) for e in range(4)]
+    assert rates[0] == pytest.approx(0.003 + (0.003 * raised.lr_factor - 0.003) * 0.3)
+    assert rates[1] == pytest.approx(0.003 + (0.003 * raised.lr_factor - 0.003) * 0.9)
+    assert rates[2] == rates[3] == pytest.approx(0.003 * raised.lr_factor)
+    lowered = balanced_steps({w: 240 for w in shards}, dict.fromkeys(shards, 32), "adam", 128)
+    assert lowered.lr_factor == pytest.approx(np.sqrt(120 / 128))
+    assert batch_warmup(lowered.lr_factor, 30) == Warmup()
+    assert batch_warmup(1.0, 30).factor(0) == 1.0
+    # under a cosine schedule the warm-up multiplies the annealed rate
+    assert epoch_lr(1.0, "cosine", 1, 30, warm) == pytest.approx(
+        0.5 * (1 + np.cos(np.pi / 30)) * warm.factor(1))
 
 
 def test_balanced_steps_never_exceed_the_smallest_shard() -> None:

@@ -16,6 +16,7 @@ import ray
 from edgewise.cluster.model import Cluster
 from edgewise.errors import RuntimeFault
 from edgewise.nn.data import digits_split
+from edgewise.runtime.balance import batch_warmup, lr_scale
 from edgewise.runtime.engine import TrainResult, train
 from edgewise.runtime.faults import (
     ARMED_POLL_S,
@@ -148,9 +149,13 @@ def test_sync_training_with_unequal_shards_takes_balanced_steps(runtime: RayRunt
     plan = equal_plan(runtime.cluster, len(TRAIN_IDS))
     shards = {"nano-0": 700, "nano-1": 500, "nano-2": 237}
     plan = type(plan)(shards, plan.batch_sizes, plan.ps_device, plan.store_device)
-    result = train(runtime, _quiet(mode="sync", epochs=2), plan)
+    # the rate was set for a global batch of 48: it follows the balanced steps' 1437/15
+    result = train(runtime, _quiet(mode="sync", epochs=2, lr_reference_batch=48), plan)
     _assert_each_sample_once(result)
     assert result.epochs[-1].val_accuracy > 0.6
+    factor = lr_scale("adam", 48, 1437 / 15)
+    assert [r.learning_rate for r in result.epochs] == pytest.approx(
+        [0.003 * factor * batch_warmup(factor, 2).factor(e) for e in (0, 1)])
     for record in result.epochs:  # balanced steps: every worker the same number, none left
         steps = {w: s["steps"] for w, s in record.worker_stats.items()}
         assert set(steps.values()) == {round(1437 / 96)}, steps
@@ -165,10 +170,12 @@ def test_sync_training_with_unequal_shards_takes_balanced_steps(runtime: RayRunt
     adam = [r.noise_scale_adam for r in result.epochs if r.noise_scale_adam is not None]
     assert adam and all(0 < a < 1e6 for a in adam), result.epochs
 
+
     # the same job again takes the same steps: batches seeded by device and epoch, a step's
     # pushes summed in the workers' order (not their arrival's), one thread each; and its
     # pushes and pulls as Ray calls instead of over the data plane change none of them
-    again = train(runtime, _quiet(mode="sync", epochs=2, ps_transport="ray"), plan)
+    again = train(runtime, _quiet(mode="sync", epochs=2, ps_transport="ray",
+                                  lr_reference_batch=48), plan)
     _assert_each_sample_once(again)
     assert [(r.val_accuracy, r.noise_scale, r.noise_scale_adam) for r in again.epochs] == [
         (r.val_accuracy, r.noise_scale, r.noise_scale_adam) for r in result.epochs]

@@ -4,13 +4,23 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 import torch
 from torch import nn
 
 from edgewise.errors import ConfigError
 
-__all__ = ["MODELS", "OPTIMIZERS", "DigitsCNN", "build_model", "epoch_lr", "make_optimizer"]
+__all__ = [
+    "MODELS",
+    "NO_WARMUP",
+    "OPTIMIZERS",
+    "DigitsCNN",
+    "Warmup",
+    "build_model",
+    "epoch_lr",
+    "make_optimizer",
+]
 
 
 class DigitsCNN(nn.Module):
@@ -74,9 +84,32 @@ def make_optimizer(
                       field="optimizer")
 
 
-def epoch_lr(base: float, schedule: str, epoch: int, epochs: int) -> float:
+@dataclass(frozen=True, slots=True)
+class Warmup:
+    """Gradual warm-up (Goyal et al., "Accurate, large minibatch SGD", 2017): the rate starts
+    at ``start_factor`` of the schedule's and grows linearly to all of it over ``epochs``
+    (fractional allowed). An epoch takes the ramp's value at its middle, the mean of a ramp
+    taken step by step. No epochs: no warm-up."""
+
+    epochs: float = 0.0
+    start_factor: float = 1.0
+
+    def factor(self, epoch: int) -> float:
+        """The share of the schedule's rate that ``epoch`` (0-based) trains at."""
+        if self.epochs <= 0 or epoch < 0:
+            return 1.0
+        done = min(1.0, (epoch + 0.5) / self.epochs)
+        return self.start_factor + (1.0 - self.start_factor) * done
+
+
+NO_WARMUP = Warmup()
+
+
+def epoch_lr(base: float, schedule: str, epoch: int, epochs: int,
+             warmup: Warmup = NO_WARMUP) -> float:
     """The learning rate of ``epoch`` (0-based) of ``epochs``: constant, or cosine-annealed
-    from ``base`` towards zero (half a cosine over the run, Loshchilov & Hutter's SGDR)."""
+    from ``base`` towards zero (half a cosine over the run, Loshchilov & Hutter's SGDR);
+    times ``warmup``'s factor."""
     if schedule == "cosine" and epoch >= 0:
-        return base * 0.5 * (1 + math.cos(math.pi * min(epoch, epochs) / epochs))
-    return base
+        base = base * 0.5 * (1 + math.cos(math.pi * min(epoch, epochs) / epochs))
+    return base * warmup.factor(epoch)

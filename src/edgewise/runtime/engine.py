@@ -160,7 +160,8 @@ class _Job:
                                  wall / self.runtime.time_dilation, out["staleness_mean"],
                                  int(out["staleness_max"]), out.get("noise_scale"),
                                  out.get("validation_seconds", 0.0),
-                                 out.get("noise_scale_adam"))
+                                 out.get("noise_scale_adam"),
+                                 learning_rate=out.get("learning_rate"))
             self.records.append(record)
             if reading is not None:
                 self.reading = (epoch, reading)

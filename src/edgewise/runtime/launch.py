@@ -13,7 +13,7 @@ from ray.exceptions import RayActorError, RayError
 
 from edgewise.errors import ConfigError
 from edgewise.nn.workload import Workload
-from edgewise.runtime.balance import balanced_steps
+from edgewise.runtime.balance import balanced_steps, batch_warmup
 from edgewise.runtime.faults import progress_poll_s
 from edgewise.runtime.members import (
     MemberSpec,
@@ -134,7 +134,8 @@ def launch(runtime: RayRuntime, config: TrainConfig, plan: TrainPlan, job_id: st
     """Start the parameter server and one worker per planned device; ship the shards in
     chunks of ``chunk_samples``. ``workload`` defaults to the config's. The ``sync`` loop
     runs balanced steps (``runtime.balance``), its learning rate scaled to their global
-    batch; the treated ``async`` loop scales each push's step by its batch over the plan's
+    batch from ``config.lr_reference_batch`` (a raised rate warming up); the treated
+    ``async`` loop scales each push's step by its batch over the plan's
     smallest (``Treatment.batch_reference``)."""
     spec = MemberSpec.of(config, workload)
     batches, steps = dict(plan.batch_sizes), 0
@@ -142,11 +143,15 @@ def launch(runtime: RayRuntime, config: TrainConfig, plan: TrainPlan, job_id: st
         smallest = min(plan.batch_sizes[w] for w in plan.workers)
         spec = replace(spec, treatment=replace(spec.treatment, batch_reference=smallest))
     if config.mode == "sync":
-        balanced = balanced_steps(plan.shards, plan.batch_sizes, config.optimizer)
+        balanced = balanced_steps(plan.shards, plan.batch_sizes, config.optimizer,
+                                  config.lr_reference_batch)
         batches, steps = dict(balanced.batch_sizes), balanced.steps
-        spec = replace(spec, learning_rate=spec.learning_rate * balanced.lr_factor)
+        warmup = batch_warmup(balanced.lr_factor, config.epochs)
+        spec = replace(spec, learning_rate=spec.learning_rate * balanced.lr_factor,
+                       warmup=warmup)
         events("balanced", {"steps": steps, "batch_sizes": batches,
-                            "lr_factor": balanced.lr_factor})
+                            "lr_factor": balanced.lr_factor,
+                            "warmup_epochs": round(warmup.epochs, 3)})
     ps_name = f"ps-{job_id}-{attempt}"
     memory = MemoryWatch.start(runtime, [*plan.workers, plan.ps_device])
     # the server only checkpoints: the evaluating worker holds the validation set and the

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from edgewise.cluster.model import Link
+from edgewise.nn.models import Warmup
 from edgewise.nn.workload import Workload
 from edgewise.runtime.plan import TrainConfig, TrainPlan
 from edgewise.runtime.ps import ParameterServer
@@ -25,8 +26,8 @@ __all__ = ["MemberSpec", "Server", "server_devices", "server_links", "start_ps",
 class MemberSpec:
     """How every member of a run (its parameter server and its workers) is built: the
     workload (or a built-in model's name, trained on digits) and its seed, the optimiser
-    and its learning-rate schedule over ``epochs``, the transport's compression, the memory
-    reserved per actor and the heartbeat period."""
+    and its learning-rate schedule over ``epochs`` (after its ``warmup``), the transport's
+    compression, the memory reserved per actor and the heartbeat period."""
 
     model: str | Workload
     seed: int
@@ -43,6 +44,7 @@ class MemberSpec:
     overlap: bool = False  # workers compute the next batch while the server answers
     wire_dtype: WireDtype = "float32"  # weights and gradients on the wire (TrainConfig's)
     sync_deltas: bool = False  # a sync run's narrowed replies as changes (runtime.syncdelta)
+    warmup: Warmup = field(default_factory=Warmup)  # a raised rate's (runtime.balance)
 
     @staticmethod
     def of(config: TrainConfig, workload: Workload | None = None) -> MemberSpec:
@@ -68,7 +70,8 @@ def start_ps(runtime: RayRuntime, spec: MemberSpec, device: str, name: str,
     return spawn_member(
         ParameterServer, options, spec.model, spec.seed, spec.optimizer, spec.learning_rate,
         spec.momentum, runtime.stretch[device], validation, checkpoint, spec.compression,
-        schedule=spec.lr_schedule, epochs=spec.epochs, treatment=spec.treatment,
+        schedule=spec.lr_schedule, epochs=spec.epochs, warmup=spec.warmup,
+        treatment=spec.treatment,
         calibration=calibration, transport=spec.ps_transport, wire_dtype=spec.wire_dtype,
         sync_deltas=spec.sync_deltas, shard=shard)
 

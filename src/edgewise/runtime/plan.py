@@ -59,6 +59,11 @@ class TrainConfig:
     optimizer: Literal["adam", "sgd"] = "adam"
     learning_rate: float = 0.003
     lr_schedule: Literal["constant", "cosine"] = "constant"  # cosine: anneal over the epochs
+    lr_reference_batch: int = 0
+    """The global batch ``learning_rate`` was set for; the ``sync`` loop scales the rate from
+    it to its own global batch (by the square root for Adam, linearly for SGD), and a rate
+    that rises warms up from the reference's over 5/90 of the epochs (``runtime.balance``);
+    0: the plan's global batch (the rate is the plan's)."""
     momentum: float = 0.0
     seed: int = 0
     heartbeat_s: float = 1.0
@@ -109,6 +114,9 @@ class TrainConfig:
                               "feedback; an asynchronous reply would be the weights in 8 bits",
                               field="wire_dtype")
         evaluation_named(self.evaluation, "evaluation")
+        if self.lr_reference_batch < 0:
+            raise ConfigError(f"must be >= 0, got {self.lr_reference_batch}",
+                              field="lr_reference_batch")
         ps_shards_named(self.ps_shards, "ps_shards")
         if self.ps_shards == "workers" and self.mode != "sync":
             raise ConfigError("a sharded server needs the sync loop, whose shards take every "

@@ -11,7 +11,7 @@ import numpy as np
 import ray
 import torch
 
-from edgewise.nn.models import epoch_lr, make_optimizer
+from edgewise.nn.models import NO_WARMUP, Warmup, epoch_lr, make_optimizer
 from edgewise.nn.workload import Workload, build_model, builtin_workload
 from edgewise.runtime.asyncapply import StaleApplier
 from edgewise.runtime.datastore import read_frames
@@ -51,13 +51,13 @@ class ParameterServer:
     def __init__(self, model: str | Workload, seed: int, optimizer: str, lr: float,
                  momentum: float, stretch: float, validation: bytes | list[bytes],
                  checkpoint: bytes | None = None, compression: str = "lz4", *,
-                 schedule: str = "constant", epochs: int = 1,
+                 schedule: str = "constant", epochs: int = 1, warmup: Warmup = NO_WARMUP,
                  treatment: Treatment | None = None,
                  calibration: list[bytes] | None = None, transport: str = "socket",
                  wire_dtype: WireDtype = "float32", sync_deltas: bool = False,
                  shard: tuple[int, int] = (0, 1)) -> None:
         torch.set_num_threads(1)
-        self.base_lr, self.schedule, self.total_epochs = lr, schedule, max(epochs, 1)
+        self.rate = (lr, schedule, max(epochs, 1), warmup)  # epoch_lr's, but for the epoch
         self.workload = builtin_workload(model) if isinstance(model, str) else model
         task = self.workload.task
         self.model = build_model(self.workload, seed=seed, num_classes=task.num_classes,
@@ -154,7 +154,7 @@ class ParameterServer:
 
     def begin_epoch(self, epoch: int, workers: list[str]) -> None:
         with self.lock:
-            self.lr_now = epoch_lr(self.base_lr, self.schedule, epoch, self.total_epochs)
+            self.lr_now = epoch_lr(self.rate[0], self.rate[1], epoch, *self.rate[2:])
             self.epoch, self.applied, self.samples_this_epoch = epoch, [], 0
             self.push_seconds = 0.0
             self.noise.reset()
@@ -342,7 +342,7 @@ class ParameterServer:
             return {"epoch": self.epoch, "val_accuracy": accuracy, "checkpoint": checkpoint,
                     "applied_ids": encode({"ids": ids}), "updates": self.updates,
                     "push_seconds": self.push_seconds,
-                    "staleness_mean": self.applier.ledger.mean,
+                    "staleness_mean": self.applier.ledger.mean, "learning_rate": self.lr_now,
                     "staleness_max": self.applier.ledger.max,
                     "noise_scale": self.noise.simple(),
                     "noise_scale_adam": self.noise_adam.simple(),

@@ -43,6 +43,9 @@ class EpochRecord:
     """Device seconds after the epoch's end until its validation metric was known: its
     evaluation, where it ran beside the next epoch (``TrainConfig.evaluation``); 0 where the
     epoch's own time holds it."""
+    learning_rate: float | None = None
+    """The rate the server's optimiser stepped with this epoch (schedule, warm-up and the
+    global batch's scaling in; the ``async`` treatments scale each push's further)."""
 
 
 def time_to_accuracy(epochs: Sequence[EpochRecord], target: float) -> float | None:

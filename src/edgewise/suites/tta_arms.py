@@ -34,6 +34,11 @@ class TTASetup:
     wire_dtype: WireChoice = "auto"  # the engine's arms' weights and gradients on the wire
     evaluation: Evaluation = DEFAULT_EVALUATION  # the engine's arms' readings (TrainConfig)
     ps_shards: str = "auto"  # the engine's arms' server: one, or sharded (TrainConfig)
+    reference_batch: int = 128
+    """The global batch ``learning_rate`` is set for: the DDP arm's, four ranks of 32 (the
+    equal plan's batch). The engine's ``sync`` arms and DDP scale the rate from it to their
+    own global batch, and a raised rate warms up (``TrainConfig.lr_reference_batch``); the
+    one-device arm is a plain loop at ``learning_rate``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,6 +162,7 @@ def edgewise_arm(runtime: RayRuntime, setup: TTASetup, policy: str, mode: str,
     config = TrainConfig(workload=workload, epochs=setup.epochs, seed=setup.seed,
                          mode=mode, learning_rate=setup.learning_rate,  # type: ignore[arg-type]
                          lr_schedule=setup.lr_schedule, worker_memory_mb=1024,
+                         lr_reference_batch=setup.reference_batch,
                          wire_dtype=setup.wire_dtype, evaluation=setup.evaluation, **extra)
     done = execute(runtime, problem, plan, config=config)
     records = done.result.epochs

@@ -129,7 +129,7 @@ def _loop(config: dict[str, Any], rank: int, world: int, wrap: Any,
     ``device`` is the rank's (default: ``_rank_device``)."""
     import torch
 
-    from edgewise.nn.models import epoch_lr
+    from edgewise.nn.models import Warmup, epoch_lr
     from edgewise.nn.workload import build_model, loss
     from edgewise.runtime.datastore import calibration_ids
     from edgewise.runtime.emulation import emulated_compute
@@ -150,7 +150,8 @@ def _loop(config: dict[str, Any], rank: int, world: int, wrap: Any,
     for epoch in range(config["epochs"]):
         started = time.perf_counter()
         for group in opt.param_groups:
-            group["lr"] = epoch_lr(config["lr"], config["schedule"], epoch, config["epochs"])
+            group["lr"] = epoch_lr(config["lr"], config["schedule"], epoch, config["epochs"],
+                                   Warmup(*config.get("warmup", ())))
         order = np.random.default_rng([config["seed"], epoch, rank]).permutation(shard)
         for i in range(0, len(order), BATCH_PER_WORKER):
             index = order[i : i + BATCH_PER_WORKER]
@@ -191,9 +192,14 @@ def _ddp_worker(config: dict[str, Any]) -> None:
 
 def _config(setup: TTASetup, placement: DDPPlacement) -> dict[str, Any]:
     from edgewise.nn.workload import load_workload, workload_to_dict
+    from edgewise.runtime.balance import batch_warmup, lr_scale
 
+    # the learning rate follows the global batch from the engine arms' reference, as theirs
+    factor = lr_scale("adam", setup.reference_batch, BATCH_PER_WORKER * len(placement.devices))
+    warmup = batch_warmup(factor, setup.epochs)
     return {"workload": workload_to_dict(load_workload(setup.spec)), "seed": setup.seed,
-            "lr": setup.learning_rate, "schedule": setup.lr_schedule, "epochs": setup.epochs,
+            "lr": setup.learning_rate * factor, "warmup": [warmup.epochs, warmup.start_factor],
+            "schedule": setup.lr_schedule, "epochs": setup.epochs,
             "devices": list(placement.devices), "stretch": dict(placement.stretch),
             "evaluator": placement.evaluator, "by_label": placement.by_label}
 
