@@ -188,6 +188,7 @@ def test_launch_queues_an_update_job(client: TestClient, backend: JobManager) ->
         "mode": "sync",
         "epochs": 3,
         "learning_rate": 0.05,
+        "lr_reference_batch": 64,
         "seed": 7,
     }
     response = client.post(f"{UPDATE}/launch", json=body)
@@ -199,6 +200,9 @@ def test_launch_queues_an_update_job(client: TestClient, backend: JobManager) ->
     spec = stored.spec
     assert spec["workers"] == ["tx2", "nano"] and spec["mode"] == "sync" and spec["epochs"] == 3
     assert spec["shards"] == {"tx2": 900, "nano": 537} and spec["seed"] == 7
+    assert spec["lr_reference_batch"] == 64
+    bad = client.post(f"{UPDATE}/launch", json={**body, "lr_reference_batch": -1})
+    assert bad.status_code == 422 and "lr_reference_batch" in bad.text
     task = client.get(f"{UPDATE}/tasks/{job['id']}")
     assert task.status_code == 200 and task.json() == job
 

@@ -17,7 +17,7 @@ from edgewise.runtime.plan import (
 )
 from edgewise.wire.frames import WireChoice, wire_dtype_named
 
-__all__ = ["EvaluationOpt", "ModeOpt", "ShardsOpt", "TargetOpt", "WireOpt",
+__all__ = ["EvaluationOpt", "LrReferenceOpt", "ModeOpt", "ShardsOpt", "TargetOpt", "WireOpt",
            "checked_evaluation", "checked_mode", "checked_shards", "checked_wire",
            "reached_line"]
 
@@ -53,6 +53,14 @@ ShardsOpt = typer.Option(
          "into ranges, one on each worker's device: each port carries a share of every "
          "step, and the steps are the same; the sync loop only), or auto: workers for the "
          "sync loop, one for the others")
+
+
+LrReferenceOpt = typer.Option(
+    0, "--lr-reference-batch", min=0, max=1_000_000,
+    help="the global batch the learning rate was set for: the sync loop scales the rate "
+         "to its own global batch from it (square root for Adam, linearly for SGD) and warms "
+         "a raised rate up from this batch's over 5/90 of the epochs (0: the plan's own "
+         "global batch)")
 
 
 def checked_shards(shards: str) -> PsShards:

@@ -10,6 +10,7 @@ import typer
 from edgewise.cli.common import Address, err, out, state_dir, user_errors
 from edgewise.cli.loop_opts import (
     EvaluationOpt,
+    LrReferenceOpt,
     ModeOpt,
     ShardsOpt,
     TargetOpt,
@@ -88,6 +89,7 @@ def train_command(
     epochs: int = typer.Option(8, min=1, max=1000),
     batch_size: int = typer.Option(32, min=1, max=4096),
     learning_rate: float = typer.Option(0.003, min=1e-6, max=10.0),
+    lr_reference_batch: int = LrReferenceOpt,
     seed: int = typer.Option(0),
     kill_worker: str = typer.Option("", help="inject a crash: kill DEVICE's worker in EPOCH, "
                                              "as DEVICE@EPOCH"),
@@ -103,6 +105,7 @@ def train_command(
     """Run a real data-parallel model update (the digits CNN, or --workload) with equal
     shards; report each epoch's accuracy, device seconds and staleness."""
     config = TrainConfig(mode=checked_mode(mode), epochs=epochs, learning_rate=learning_rate,
+                         lr_reference_batch=lr_reference_batch,
                          seed=seed, workload=load_workload(workload) if workload else None,
                          target_accuracy=target_accuracy or None,
                          wire_dtype=checked_wire(wire_dtype),

@@ -15,6 +15,7 @@ from rich.table import Table
 from edgewise.cli.common import Address, err, out, state_dir, user_errors, writable_folder
 from edgewise.cli.loop_opts import (
     EvaluationOpt,
+    LrReferenceOpt,
     ModeOpt,
     ShardsOpt,
     WireOpt,
@@ -227,13 +228,14 @@ def run(file: ClusterFile, policy: str = PolicyName, state: list[str] = States,
                                   help="run the cluster's background apps beside the "
                                   "training (--no-apps: train alone)"),
         noise_scale: float | None = NoiseScaleOpt, wire_dtype: str = WireOpt,
-        evaluation: str = EvaluationOpt, ps_shards: str = ShardsOpt) -> None:
+        evaluation: str = EvaluationOpt, ps_shards: str = ShardsOpt,
+        lr_reference_batch: int = LrReferenceOpt) -> None:
     """Plan with POLICY, then run the update on the cluster (emulated, or joined with
     --address) with every background app really running, training the digits CNN or, with
     --workload, your model on your data; report epochs and each app's deadline misses."""
     run_plan(file, policy, state, epochs, target_accuracy, address, workload, _name(models),
              checked_mode(mode), apps, noise_scale, checked_wire(wire_dtype),
-             checked_evaluation(evaluation), checked_shards(ps_shards))
+             checked_evaluation(evaluation), checked_shards(ps_shards), lr_reference_batch)
 
 
 # A Nano under CPU and GPU stress: SIFT meets its deadline idle (175 ms) but not with training.
@@ -247,7 +249,7 @@ def run_plan(file: Path, policy: str, state: list[str], epochs: int,
              noise_scale: float | None = None,
              wire_dtype: WireChoice = "auto",
              evaluation: Evaluation = DEFAULT_EVALUATION,
-             ps_shards: PsShards = "auto") -> UpdateRun:
+             ps_shards: PsShards = "auto", lr_reference_batch: int = 0) -> UpdateRun:
     """Plan (with the performance models ``models``), show the plan, run it with the
     background apps (on the emulated cluster, or the one at ``address``), show the
     measurements."""
@@ -265,7 +267,8 @@ def run_plan(file: Path, policy: str, state: list[str], epochs: int,
     emulated = runtime.emulated
     config = TrainConfig(epochs=epochs, target_accuracy=target_accuracy or None,
                          workload=workload, mode=mode, wire_dtype=wire_dtype,
-                         evaluation=evaluation, ps_shards=ps_shards)
+                         evaluation=evaluation, ps_shards=ps_shards,
+                         lr_reference_batch=lr_reference_batch)
     try:
         with TrainingProgress(epochs, samples) as progress:
             done = execute(runtime, problem, result, config=config,

@@ -117,6 +117,7 @@ def _job_spec(request: LaunchRequest) -> TrainJobSpec:
         shards=dict(request.shards),
         batch_sizes=None if request.batch_sizes is None else dict(request.batch_sizes),
         learning_rate=request.learning_rate,
+        lr_reference_batch=request.lr_reference_batch,
         seed=request.seed,
         target_accuracy=request.target_accuracy,
         workload=request.workload,

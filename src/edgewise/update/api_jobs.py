@@ -182,6 +182,8 @@ def _events(spec: TrainJobSpec, ctx: JobContext) -> Any:
                 ctx.metric("gradient_noise_scale", r.noise_scale, step=step)
             if r.noise_scale_adam is not None:  # the same, preconditioned by Adam's step
                 ctx.metric("gradient_noise_scale_adam", r.noise_scale_adam, step=step)
+            if r.learning_rate is not None:  # the server's, warm-up and batch scaling in
+                ctx.metric("learning_rate", r.learning_rate, step=step)
             done[0] = step / spec.epochs
             ctx.progress(done[0], epoch=step, epochs=spec.epochs,
                          val_accuracy=r.val_accuracy)
@@ -222,6 +224,7 @@ def _execute(spec: TrainJobSpec, planned: Planned, ctx: JobContext) -> dict[str,
                          wire_dtype=spec.wire_dtype, evaluation=spec.evaluation,
                          ps_shards=spec.ps_shards, epochs=spec.epochs,
                          learning_rate=spec.learning_rate, seed=spec.seed,
+                         lr_reference_batch=spec.lr_reference_batch,
                          target_accuracy=spec.target_accuracy)
     done = execute(ctx.runtime, job_plan.problem, job_plan.executed, config=config,
                    ledger=ctx.ledger, events=_events(spec, ctx),
