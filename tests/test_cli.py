@@ -169,9 +169,10 @@ def test_join_lines_are_not_wrapped_when_piped(monkeypatch: pytest.MonkeyPatch) 
         (["--evaluation", "during"], "--evaluation"),
         (["--ps-shards", "all"], "--ps-shards"),
         (["--mode", "async", "--ps-shards", "workers"], "a sharded server needs the sync loop"),
+        (["--lr-reference-batch", "-1"], "--lr-reference-batch"),
     ],
     ids=["kill-syntax", "kill-unknown-device", "mode", "wire-dtype", "int8-async",
-         "evaluation", "ps-shards", "shards-async"],
+         "evaluation", "ps-shards", "shards-async", "lr-reference-batch"],
 )
 def test_train_rejects_bad_options_before_starting_ray(
     monkeypatch: pytest.MonkeyPatch, args: list[str], words: str

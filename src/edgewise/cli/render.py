@@ -87,13 +87,14 @@ def result_table(result: TrainResult) -> Table:
     table = Table(title=f"model update {result.job_id}: {len(result.epochs)} epochs in "
                         f"{result.seconds:.1f} s, {len(result.interruptions)} interruption(s)")
     for col in ("epoch", "workers", "val accuracy", "epoch s", "device s", "samples/s",
-                "samples trained", "staleness mean/max"):
+                "samples trained", "staleness mean/max", "learning rate"):
         table.add_column(col, justify="left" if col == "workers" else "right")
     for r in result.epochs:
         table.add_row(str(r.epoch), ", ".join(r.workers), f"{r.val_accuracy:.3f}",
                       f"{r.wall_seconds:.2f}", f"{r.device_seconds:.2f}",
                       f"{r.samples_per_second:.0f}", str(len(r.applied_ids)),
-                      f"{r.staleness_mean:.2f}/{r.staleness_max}")
+                      f"{r.staleness_mean:.2f}/{r.staleness_max}",
+                      "-" if r.learning_rate is None else f"{r.learning_rate:.3g}")
     noise = [r.noise_scale for r in result.epochs if r.noise_scale is not None]
     if noise:  # the sync loop's: a global batch far above it spends samples for little
         table.caption = (f"gradient noise scale B_simple (runtime.noise_scale): {noise[0]:.0f} "
