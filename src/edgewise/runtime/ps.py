@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 import time
 from concurrent.futures import Future
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -57,7 +58,7 @@ class ParameterServer:
                  wire_dtype: WireDtype = "float32", sync_deltas: bool = False,
                  shard: tuple[int, int] = (0, 1)) -> None:
         torch.set_num_threads(1)
-        self.rate = (lr, schedule, max(epochs, 1), warmup)  # epoch_lr's, but for the epoch
+        self.rate_of = partial(epoch_lr, lr, schedule, epochs=max(epochs, 1), warmup=warmup)
         self.workload = builtin_workload(model) if isinstance(model, str) else model
         task = self.workload.task
         self.model = build_model(self.workload, seed=seed, num_classes=task.num_classes,
@@ -65,13 +66,12 @@ class ParameterServer:
         self.flat = FlatState(self.model, wire_dtype, shard)  # a shard: runtime.shards
         self.flat_params = self.flat.optimizer_parameters()
         self.opt = make_optimizer(optimizer, self.flat_params.values(), lr, momentum)
-        self.stretch, self.compression = stretch, compression
+        self.stretch, self.compression, self.lr_now = stretch, compression, lr
         frames = [validation] if isinstance(validation, bytes) else list(validation)
         val = read_frames(frames, self.workload)
         self.val_x, self.val_y = torch.from_numpy(val.x), torch.from_numpy(val.y)
         self.calib_x = calibration_samples(calibration or [], self.workload)
         self.applier = StaleApplier(treatment or Treatment(), self.flat, self.opt)
-        self.lr_now = lr
         self.clock: dict[str, int] = {}  # pushes per worker this epoch (SSP's clocks)
         self.lock = threading.Lock()
         # replies that wait: a synchronous push until its step is taken, (step, future);
@@ -154,7 +154,7 @@ class ParameterServer:
 
     def begin_epoch(self, epoch: int, workers: list[str]) -> None:
         with self.lock:
-            self.lr_now = epoch_lr(self.rate[0], self.rate[1], epoch, *self.rate[2:])
+            self.lr_now = self.rate_of(epoch=epoch)
             self.epoch, self.applied, self.samples_this_epoch = epoch, [], 0
             self.push_seconds = 0.0
             self.noise.reset()
