@@ -201,3 +201,14 @@ def test_snapshots_keep_the_two_versions_an_overlapping_worker_may_push_on() -> 
     snaps.hand_out("b", 4, {"p.w": torch.full((2,), 4.0)})
     snaps.hand_out("b", 5, {"p.w": torch.full((2,), 5.0)})
     assert snaps.of(1) is None and sorted(snaps.weights) == [2, 3, 4, 5]
+
+
+def test_a_reference_batch_outside_its_bounds_is_refused_naming_the_field() -> None:
+    from edgewise.errors import ConfigError
+    from edgewise.runtime.plan import MAX_REFERENCE_BATCH, TrainConfig
+
+    assert TrainConfig(lr_reference_batch=MAX_REFERENCE_BATCH).lr_reference_batch == 10**6
+    for bad in (-1, MAX_REFERENCE_BATCH + 1):
+        with pytest.raises(ConfigError) as raised:
+            TrainConfig(lr_reference_batch=bad)
+        assert raised.value.field == "lr_reference_batch" and str(bad) in str(raised.value)

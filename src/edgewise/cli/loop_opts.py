@@ -10,6 +10,7 @@ from edgewise.runtime.engine import TrainResult
 from edgewise.runtime.loops import DEFAULT_MODE, MODES, Mode
 from edgewise.runtime.plan import (
     DEFAULT_EVALUATION,
+    MAX_REFERENCE_BATCH,
     Evaluation,
     PsShards,
     evaluation_named,
@@ -56,7 +57,7 @@ ShardsOpt = typer.Option(
 
 
 LrReferenceOpt = typer.Option(
-    0, "--lr-reference-batch", min=0, max=1_000_000,
+    0, "--lr-reference-batch", min=0, max=MAX_REFERENCE_BATCH,
     help="the global batch the learning rate was set for: the sync loop scales the rate "
          "to its own global batch from it (square root for Adam, linearly for SGD) and warms "
          "a raised rate up from this batch's over 5/90 of the epochs (0: the plan's own "

@@ -20,9 +20,10 @@ from edgewise.runtime.loops import (
 from edgewise.runtime.staleness import TreatmentName
 from edgewise.wire.frames import WireChoice, WireDtype, resolve_wire, wire_dtype_named
 
-__all__ = ["DEFAULT_EVALUATION", "DEFAULT_MODE", "DEFAULT_STALENESS", "MODES", "Evaluation",
-           "Mode", "PsShards", "TrainConfig", "TrainPlan", "check_reservations", "equal_plan",
-           "evaluation_named", "ps_shards_named", "run_shards"]
+__all__ = ["DEFAULT_EVALUATION", "DEFAULT_MODE", "DEFAULT_STALENESS", "MAX_REFERENCE_BATCH",
+           "MODES", "Evaluation", "Mode", "PsShards", "TrainConfig", "TrainPlan",
+           "check_reservations", "equal_plan", "evaluation_named", "ps_shards_named",
+           "run_shards"]
 
 def ps_shards_named(value: str, field: str) -> PsShards:
     """``value`` as a :data:`PsShards`; ConfigError naming ``field`` if it is none."""
@@ -39,6 +40,9 @@ def evaluation_named(value: str, field: str) -> Evaluation:
             return known  # type: ignore[no-any-return]
     raise ConfigError(f"must be after or beside, got {value!r}", field=field)
 
+
+MAX_REFERENCE_BATCH = 1_000_000
+"""The largest ``TrainConfig.lr_reference_batch`` (the CLI's and the manager's bound too)."""
 
 #: The staleness treatment of the ``async`` loop, chosen by measurement (docs/runtime.md).
 DEFAULT_STALENESS: TreatmentName = "staleness-lr"
@@ -114,9 +118,9 @@ class TrainConfig:
                               "feedback; an asynchronous reply would be the weights in 8 bits",
                               field="wire_dtype")
         evaluation_named(self.evaluation, "evaluation")
-        if self.lr_reference_batch < 0:
-            raise ConfigError(f"must be >= 0, got {self.lr_reference_batch}",
-                              field="lr_reference_batch")
+        if not 0 <= self.lr_reference_batch <= MAX_REFERENCE_BATCH:
+            raise ConfigError(f"must be 0 to {MAX_REFERENCE_BATCH}, got "
+                              f"{self.lr_reference_batch}", field="lr_reference_batch")
         ps_shards_named(self.ps_shards, "ps_shards")
         if self.ps_shards == "workers" and self.mode != "sync":
             raise ConfigError("a sharded server needs the sync loop, whose shards take every "

@@ -151,7 +151,7 @@ def _loop(config: dict[str, Any], rank: int, world: int, wrap: Any,
         started = time.perf_counter()
         for group in opt.param_groups:
             group["lr"] = epoch_lr(config["lr"], config["schedule"], epoch, config["epochs"],
-                                   Warmup(*config.get("warmup", ())))
+                                   Warmup(*config["warmup"]))
         order = np.random.default_rng([config["seed"], epoch, rank]).permutation(shard)
         for i in range(0, len(order), BATCH_PER_WORKER):
             index = order[i : i + BATCH_PER_WORKER]

@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_vali
 from edgewise.jobs import MAX_DEVICES, BatchSize, DeviceName, ShardSize
 from edgewise.jobs.workload import HttpWorkload
 from edgewise.runtime.loops import DEFAULT_EVALUATION, DEFAULT_MODE, Evaluation, Mode, PsShards
+from edgewise.runtime.plan import MAX_REFERENCE_BATCH
 from edgewise.update.models import CALIBRATED, NAME_PATTERN
 from edgewise.wire.frames import WireChoice
 
@@ -173,7 +174,7 @@ class LaunchRequest(BaseModel):
     ps_shards: PsShards = "auto"
     epochs: int = Field(default=5, ge=1, le=100)
     learning_rate: float = Field(default=0.01, gt=0, le=10)
-    lr_reference_batch: int = Field(default=0, ge=0, le=1_000_000)
+    lr_reference_batch: int = Field(default=0, ge=0, le=MAX_REFERENCE_BATCH)
     seed: int = Field(default=0, ge=0, le=MAX_SEED)
     target_accuracy: float | None = Field(default=None, gt=0, le=1)
     workload: HttpWorkload | None = Field(
@@ -277,9 +278,9 @@ class TrainJobSpec(BaseModel):
         default=None, max_length=MAX_DEVICES, description="mini-batch size per device")
     learning_rate: float = Field(default=0.003, gt=0, le=10)
     lr_reference_batch: int = Field(
-        default=0, ge=0, le=1_000_000, description="the global batch learning_rate was set "
-        "for: the sync loop scales the rate to its own global batch from it (square root for "
-        "Adam) and warms a raised rate up; 0: the plan's own global batch")
+        default=0, ge=0, le=MAX_REFERENCE_BATCH, description="the global batch learning_rate "
+        "was set for: the sync loop scales the rate to its own global batch from it (square "
+        "root for Adam) and warms a raised rate up; 0: the plan's own global batch")
     target_accuracy: float | None = Field(
         default=None, gt=0, le=1, description="stop early once validation accuracy reaches it")
     seed: int = Field(default=0, ge=0, le=MAX_SEED)
