@@ -12,6 +12,7 @@ import torch
 
 from edgewise.continual.problem import InferenceConfig, InferenceOption
 from edgewise.nn.continual_models import EdgeCNN, Student, model_from_frame, predict
+from edgewise.nn.eager_optim import EagerSGD
 from edgewise.nn.streams import Window
 from edgewise.nn.tracing import TRACE_LOCK
 from edgewise.runtime.colocated import sampled_predictions
@@ -92,7 +93,7 @@ def _host_seconds_per_sample(seconds: float = 0.3, batch: int = 32) -> float:
     """This process's CPU seconds per trained sample on the loop that RetrainActor.spin runs."""
     torch.set_num_threads(1)
     model = EdgeCNN()
-    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    opt = EagerSGD(model.parameters(), lr=0.01)
     x, y = torch.rand(batch, 1, 8, 8), torch.randint(0, 10, (batch,))
     with TRACE_LOCK:  # no trace in another thread may capture these calls
         done, cpu0, wall0 = 0, time.thread_time(), time.perf_counter()

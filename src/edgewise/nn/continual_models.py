@@ -13,6 +13,7 @@ from numpy.typing import NDArray
 from torch import nn
 
 from edgewise.errors import ConfigError
+from edgewise.nn.eager_optim import EagerAdam
 from edgewise.nn.streams import N_CLASSES, Drift, apply_drift, stream_pools
 from edgewise.nn.students import SpecStudent, student_from_text
 from edgewise.nn.tracing import TRACE_LOCK
@@ -97,7 +98,7 @@ def _fit(model: nn.Module, x: NDArray[np.float32], y: NDArray[np.int64], epochs:
     params = [p for p in model.parameters() if p.requires_grad]
     if not params:
         raise ConfigError("every layer is frozen; nothing to retrain", field="frozen_layers")
-    opt = torch.optim.Adam(params, lr=lr)
+    opt = EagerAdam(params, lr=lr)
     gen = torch.Generator().manual_seed(seed)
     xt, yt = torch.from_numpy(x), torch.from_numpy(y)
     with TRACE_LOCK:  # a trace in another thread of this process would capture the passes

@@ -10,6 +10,7 @@ import torch
 from torch import nn
 
 from edgewise.errors import ConfigError
+from edgewise.nn.eager_optim import EagerAdam, EagerSGD
 
 __all__ = [
     "MODELS",
@@ -72,14 +73,15 @@ def make_optimizer(
     PyTorch's fused implementation where every parameter is a floating-point tensor on the
     CPU (the same update in one kernel call instead of one per operation: a step of the
     digits CNN's flat parameters took 0.08 ms instead of 0.13 on this host, and the parameter
-    server steps once per push)."""
+    server steps once per push). Without the TorchDynamo import that PyTorch's optimisers
+    make on first use (0.8 CPU-seconds of every fresh worker process: ``nn.eager_optim``)."""
     params = list(model.parameters() if isinstance(model, nn.Module) else model)
     fused = bool(params) and all(p.device.type == "cpu" and p.is_floating_point()
                                  for p in params)
     if name == "adam":
-        return torch.optim.Adam(params, lr=lr, fused=fused)
+        return EagerAdam(params, lr=lr, fused=fused)
     if name == "sgd":
-        return torch.optim.SGD(params, lr=lr, momentum=momentum, fused=fused)
+        return EagerSGD(params, lr=lr, momentum=momentum, fused=fused)
     raise ConfigError(f"unknown optimizer {name!r}; known: {', '.join(OPTIMIZERS)}",
                       field="optimizer")
 

@@ -28,6 +28,7 @@ from edgewise.nn.continual_models import (
     model_to_frame,
     retrain,
 )
+from edgewise.nn.eager_optim import EagerSGD
 from edgewise.runtime.throttle import Throttle
 
 __all__ = ["InferenceActor", "RetrainActor", "mps_env", "sampled_predictions", "throttled"]
@@ -201,7 +202,7 @@ class RetrainActor:
         """Training throughput in samples per second at ``share`` over ``seconds``."""
         _check_share(share)
         model = EdgeCNN()
-        opt = torch.optim.SGD(model.parameters(), lr=0.01)
+        opt = EagerSGD(model.parameters(), lr=0.01)
         x, y = torch.rand(batch, 1, 8, 8), torch.randint(0, 10, (batch,))
         done, start = 0, time.perf_counter()
         while time.perf_counter() - start < seconds:
