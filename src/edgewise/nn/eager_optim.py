@@ -4,10 +4,10 @@ Every ``torch.optim.Optimizer`` imports ``torch._dynamo`` on its first ``add_par
 (which its constructor calls), ``state_dict``, ``zero_grad`` or ``step``: those methods are
 wrapped to keep ``torch.compile`` from tracing them, and the wrappers import the compiler
 on first use. On this project's 2-core host that import took 0.80 CPU-seconds in a process
-that had already imported PyTorch (1.3-2 more), and it was the largest single cost of
-starting a parameter server or a shard in a fresh Ray worker process: 7.9 % of the samples of
-a whole profiled run of the suite's non-testbed part (py-spy over every process,
-2026-12-07; docs/testing.md). On a Raspberry Pi it is seconds of every job's start.
+that had already imported PyTorch, and it was the largest avoidable cost of starting a
+parameter server or a shard in a fresh Ray worker process: 7.9 % of the samples of a whole
+profiled run of the suite's non-testbed part (py-spy over every process, 2026-12-07;
+docs/testing.md).
 PyTorch has removed the eager import from ``import torch`` itself for the same reason
 (pytorch/pytorch#162595); the optimizers still do it.
 
